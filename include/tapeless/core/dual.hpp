@@ -1,0 +1,59 @@
+// Forward-mode dual numbers: value + tangent. Running the compile-time reverse sweep
+// on dual<double> gives a Hessian-vector product (forward over reverse).
+#pragma once
+
+#include "tapeless/core/math.hpp"
+
+namespace tl {
+
+template <class T>
+struct dual {
+  T value{};
+  T tangent{};
+  constexpr dual() = default;
+  TL_HD constexpr dual(T v, T t = T(0)) : value(v), tangent(t) {}
+  TL_HD constexpr explicit dual(int v) : value(T(v)) {}
+
+  TL_HD friend constexpr dual operator+(dual a, dual b) { return {a.value + b.value, a.tangent + b.tangent}; }
+  TL_HD friend constexpr dual operator-(dual a, dual b) { return {a.value - b.value, a.tangent - b.tangent}; }
+  TL_HD friend constexpr dual operator*(dual a, dual b) {
+    return {a.value * b.value, a.tangent * b.value + a.value * b.tangent};
+  }
+  TL_HD friend constexpr dual operator/(dual a, dual b) {
+    const T q = a.value / b.value;
+    return {q, (a.tangent - q * b.tangent) / b.value};
+  }
+  TL_HD friend constexpr dual operator-(dual a) { return {-a.value, -a.tangent}; }
+  TL_HD constexpr dual& operator+=(dual b) { return *this = *this + b; }
+  TL_HD constexpr dual& operator-=(dual b) { return *this = *this - b; }
+  TL_HD constexpr dual& operator*=(dual b) { return *this = *this * b; }
+  // Control flow (relu's kink, sigmoid's branch) follows the primal value.
+  TL_HD friend constexpr bool operator<(dual a, dual b) { return a.value < b.value; }
+  TL_HD friend constexpr bool operator>(dual a, dual b) { return a.value > b.value; }
+  TL_HD friend constexpr bool operator<=(dual a, dual b) { return a.value <= b.value; }
+  TL_HD friend constexpr bool operator>=(dual a, dual b) { return a.value >= b.value; }
+};
+
+namespace math {
+// Each rule: f(v) and f'(v) * tangent.
+template <class T> TL_HD dual<T> exp(dual<T> a) { const T y = exp(a.value); return {y, y * a.tangent}; }
+template <class T> TL_HD dual<T> log(dual<T> a) { return {log(a.value), a.tangent / a.value}; }
+template <class T> TL_HD dual<T> log1p(dual<T> a) { return {log1p(a.value), a.tangent / (T(1) + a.value)}; }
+template <class T> TL_HD dual<T> sqrt(dual<T> a) { const T y = sqrt(a.value); return {y, a.tangent / (T(2) * y)}; }
+template <class T> TL_HD dual<T> sin(dual<T> a) { return {sin(a.value), cos(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> cos(dual<T> a) { return {cos(a.value), -sin(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> tanh(dual<T> a) { const T y = tanh(a.value); return {y, (T(1) - y * y) * a.tangent}; }
+template <class T> TL_HD dual<T> abs(dual<T> a) { return a.value < T(0) ? -a : a; }
+template <class T> TL_HD dual<T> erf(dual<T> a) {
+  constexpr double two_over_sqrt_pi = 1.1283791670955126;
+  return {erf(a.value), T(two_over_sqrt_pi) * exp(-a.value * a.value) * a.tangent};
+}
+template <class T> TL_HD dual<T> pow(dual<T> a, dual<T> c) {
+  // Exponents are constants in tapeless; only the base carries a tangent.
+  const T y = pow(a.value, c.value);
+  return {y, c.value * pow(a.value, c.value - T(1)) * a.tangent};
+}
+template <class T> TL_HD T primal(dual<T> a) { return primal(a.value); }
+}  // namespace math
+
+}  // namespace tl

@@ -1,0 +1,28 @@
+// Exceptions that name the cause. Nothing the caller owns is changed when one is thrown.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tl {
+
+// A run-time size does not match what the model or another argument requires.
+struct shape_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A loss or gradient is NaN or infinite; the step that produced it was not applied.
+struct numeric_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+inline void require_size(const char* where, const char* what, std::size_t expected, std::size_t actual) {
+  if (expected != actual) {
+    throw shape_error(std::string("tapeless::") + where + ": " + what + " must be " + std::to_string(expected) +
+                      ", got " + std::to_string(actual));
+  }
+}
+}  // namespace detail
+
+}  // namespace tl

@@ -1,0 +1,125 @@
+// The differentiable scalar functions: one object per function, usable three ways:
+//   tl::gelu(0.3)              -> a number
+//   tl::gelu(x) for x an expression -> an expression node (expr/expression.hpp)
+//   tl::dense<1, 16>(tl::gelu) -> a layer's activation
+// Each defines value_and_derivative(x, d): the value, and d = f'(x). The fused
+// loops compute both in one pass and keep f'(x) for the backward pass.
+#pragma once
+
+#include <type_traits>
+
+#include "tapeless/core/math.hpp"
+
+namespace tl {
+
+struct expression_tag {};  // base of every expression node
+template <class Op, class A> struct unary_node;
+
+template <class X>
+inline constexpr bool is_expression_v = std::is_base_of_v<expression_tag, std::remove_cvref_t<X>>;
+
+// CRTP base: scalar call computes, expression call builds a node.
+template <class Derived>
+struct unary_function {
+  template <class X>
+  TL_HD constexpr auto operator()(const X& x) const {
+    if constexpr (is_expression_v<X>) {
+      return unary_node<Derived, X>{{}, static_cast<const Derived&>(*this), x};
+    } else {
+      X d;
+      return static_cast<const Derived&>(*this).value_and_derivative(x, d);
+    }
+  }
+};
+
+#define TL_UNARY_FUNCTION(NAME) \
+  struct NAME##_fn : unary_function<NAME##_fn> { \
+    static constexpr const char* name = #NAME; \
+    template <class T> TL_HD T value_and_derivative(T x, T& d) const; \
+  }; \
+  inline constexpr NAME##_fn NAME{}; \
+  template <class T> TL_HD inline T NAME##_fn::value_and_derivative(T x, [[maybe_unused]] T& d) const
+
+TL_UNARY_FUNCTION(identity) { d = T(1); return x; }
+TL_UNARY_FUNCTION(negate) { d = T(-1); return -x; }
+TL_UNARY_FUNCTION(exp) { const T y = math::exp(x); d = y; return y; }
+TL_UNARY_FUNCTION(log) { d = T(1) / x; return math::log(x); }
+TL_UNARY_FUNCTION(sqrt) { const T y = math::sqrt(x); d = T(0.5) / y; return y; }
+TL_UNARY_FUNCTION(sin) { d = math::cos(x); return math::sin(x); }
+TL_UNARY_FUNCTION(cos) { d = -math::sin(x); return math::cos(x); }
+TL_UNARY_FUNCTION(tanh) { const T y = math::tanh(x); d = T(1) - y * y; return y; }
+TL_UNARY_FUNCTION(square) { d = T(2) * x; return x * x; }
+TL_UNARY_FUNCTION(abs) { d = math::select(x > T(0), T(1), math::select(x < T(0), T(-1), T(0))); return math::abs(x); }
+TL_UNARY_FUNCTION(relu) { d = math::select(x > T(0), T(1), T(0)); return math::select(x > T(0), x, T(0)); }
+
+// Stable for large |x|: only e^{-|x|} is ever formed.
+TL_UNARY_FUNCTION(sigmoid) {
+  const T t = math::exp(-math::abs(x));
+  const T y = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
+  d = y * (T(1) - y);
+  return y;
+}
+TL_UNARY_FUNCTION(softplus) {
+  const T t = math::exp(-math::abs(x));
+  d = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
+  return math::log1p(t) + math::select(x > T(0), x, T(0));
+}
+TL_UNARY_FUNCTION(silu) {
+  const T s = sigmoid.value_and_derivative(x, d);
+  d = s * (T(1) + x * (T(1) - s));
+  return x * s;
+}
+// GELU, tanh approximation (Lux/NNlib's gelu, JAX's default approximate=True).
+TL_UNARY_FUNCTION(gelu) {
+  constexpr double k0 = 0.7978845608028654;  // sqrt(2 / pi)
+  constexpr double k1 = 0.044715;
+  const T x2 = x * x;
+  const T t = math::tanh(T(k0) * x * (T(1) + T(k1) * x2));
+  d = T(0.5) * (T(1) + t) + T(0.5 * k0) * x * (T(1) - t * t) * (T(1) + T(3 * k1) * x2);
+  return T(0.5) * x * (T(1) + t);
+}
+// GELU, exact form with erf (PyTorch's default).
+TL_UNARY_FUNCTION(gelu_erf) {
+  constexpr double inv_sqrt2 = 0.7071067811865476, inv_sqrt_2pi = 0.3989422804014327;
+  const T cdf = T(0.5) * (T(1) + math::erf(x * T(inv_sqrt2)));
+  d = cdf + x * T(inv_sqrt_2pi) * math::exp(T(-0.5) * x * x);
+  return x * cdf;
+}
+#undef TL_UNARY_FUNCTION
+
+// Functions with a parameter: the object carries it (default as in NNlib/PyTorch).
+struct leaky_relu_fn : unary_function<leaky_relu_fn> {
+  static constexpr const char* name = "leaky_relu";
+  double alpha;
+  constexpr explicit leaky_relu_fn(double negative_slope = 0.01) : alpha(negative_slope) {}
+  template <class T> TL_HD T value_and_derivative(T x, T& d) const {
+    d = math::select(x > T(0), T(1), T(alpha));
+    return math::select(x > T(0), x, T(alpha) * x);
+  }
+};
+inline constexpr leaky_relu_fn leaky_relu{};
+
+struct elu_fn : unary_function<elu_fn> {
+  static constexpr const char* name = "elu";
+  double alpha;
+  constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {}
+  template <class T> TL_HD T value_and_derivative(T x, T& d) const {
+    const T negative = T(alpha) * (math::exp(math::select(x > T(0), T(0), x)) - T(1));
+    d = math::select(x > T(0), T(1), negative + T(alpha));
+    return math::select(x > T(0), x, negative);
+  }
+};
+inline constexpr elu_fn elu{};
+
+// x^c for a constant exponent c.
+struct power_fn : unary_function<power_fn> {
+  static constexpr const char* name = "pow";
+  double exponent;
+  constexpr explicit power_fn(double c) : exponent(c) {}
+  template <class T> TL_HD T value_and_derivative(T x, T& d) const {
+    d = T(exponent) * math::pow(x, T(exponent - 1.0));
+    return math::pow(x, T(exponent));
+  }
+};
+
+}  // namespace tl

@@ -1,0 +1,80 @@
+// The compile-time schedule of an expression: its shareable nodes, each type once,
+// children before parents. Visiting a type that is already listed stops at once, so
+// the work is linear in the number of distinct node types, however often a
+// subexpression is reused (x1 = x0*x0, x2 = x1*x1, ...: n types, 2^n tree paths).
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "tapeless/expr/expression.hpp"
+
+namespace tl::graph {
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <class T, class List> struct contains;
+template <class T, class... Ts>
+struct contains<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
+
+template <class T, class... Ts>
+consteval std::size_t index_of(type_list<Ts...>) {
+  constexpr bool matches[] = {std::is_same_v<T, Ts>..., false};
+  std::size_t i = 0;
+  while (!matches[i]) ++i;
+  return i;
+}
+
+template <class T, class List> struct append;
+template <class T, class... Ts>
+struct append<T, type_list<Ts...>> { using type = type_list<Ts..., T>; };
+
+// collect<Node, Acc>: Acc extended by Node's shareable nodes in post-order.
+template <class Node, class Acc, bool Listed = contains<Node, Acc>::value>
+struct collect;
+
+template <class Node, class Acc>
+struct collect<Node, Acc, true> { using type = Acc; };
+
+template <class Node, class Acc>
+using collect_t = typename collect<Node, Acc>::type;
+
+template <class Node, class Acc>
+using add_if_shareable = std::conditional_t<is_shareable_v<Node>, typename append<Node, Acc>::type, Acc>;
+
+template <std::size_t I, class Acc>
+struct collect<variable<I>, Acc, false> { using type = typename append<variable<I>, Acc>::type; };
+template <auto V, class Acc>
+struct collect<literal<V>, Acc, false> { using type = typename append<literal<V>, Acc>::type; };
+template <class T, class Acc>
+struct collect<constant<T>, Acc, false> { using type = Acc; };
+template <class Op, class A, class Acc>
+struct collect<unary_node<Op, A>, Acc, false> {
+  using type = add_if_shareable<unary_node<Op, A>, collect_t<A, Acc>>;
+};
+template <class Op, class A, class B, class Acc>
+struct collect<binary_node<Op, A, B>, Acc, false> {
+  using type = add_if_shareable<binary_node<Op, A, B>, collect_t<B, collect_t<A, Acc>>>;
+};
+
+template <class Expr>
+using schedule_t = collect_t<Expr, type_list<>>;
+
+// Largest variable index + 1 (0 when the expression has no variable).
+template <class List> struct arity;
+template <class... Ts>
+struct arity<type_list<Ts...>> {
+  template <class T> static constexpr std::size_t of() {
+    if constexpr (requires { T::index; }) return T::index + 1; else return 0;
+  }
+  static constexpr std::size_t value = [] {
+    std::size_t n = 0;
+    ((n = of<Ts>() > n ? of<Ts>() : n), ...);
+    return n;
+  }();
+};
+
+}  // namespace tl::graph

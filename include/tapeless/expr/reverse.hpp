@@ -1,0 +1,140 @@
+// Reverse mode generated from the expression's type.
+//
+// Shareable nodes (graph.hpp) live in two fixed arrays, value[] and adjoint[], one
+// slot per distinct type: the forward sweep fills value[] and each node's local
+// partials in schedule order, the reverse sweep walks the same schedule backwards.
+// Nodes that carry run-time constants sit above the shareable ones (a constant
+// makes every ancestor unshareable); they are evaluated where they stand, keeping
+// their values and partials in a record that mirrors the subtree. No tape, no heap.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "tapeless/expr/graph.hpp"
+
+namespace tl::detail {
+
+template <class T> struct leaf_record { T value; };
+template <class T, class Arg> struct unary_record { T value; T partial; Arg arg; };
+template <class T, class L, class R> struct binary_record { T value; T partial_lhs, partial_rhs; L lhs; R rhs; };
+
+template <class Expr, class T, std::size_t N>
+class reverse_sweep {
+  using schedule = graph::schedule_t<Expr>;
+  static constexpr std::size_t slots = schedule::size;
+
+  template <class Node>
+  static constexpr std::size_t slot = graph::index_of<Node>(schedule{});
+
+ public:
+  std::array<T, slots> value{};
+  std::array<T, slots> adjoint{};
+  std::array<std::array<T, 2>, slots> partial{};
+
+  // Fills value[] for every shareable node.
+  void forward(const std::array<T, N>& point) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (forward_node(I, point, type_at<I>()), ...);
+    }(std::make_index_sequence<slots>{});
+  }
+
+  // Value of the whole expression plus adjoints of every shareable node.
+  T value_and_backward(const Expr& expr, const std::array<T, N>& point) {
+    forward(point);
+    const auto top = record(expr);
+    backward(expr, top, T(1));
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (backward_node(slots - 1 - I, type_at<slots - 1 - I>()), ...);
+    }(std::make_index_sequence<slots>{});
+    return top.value;
+  }
+
+  std::array<T, N> gradient() const {
+    std::array<T, N> g{};
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((g[I] = adjoint_of_variable<I>()), ...);
+    }(std::make_index_sequence<N>{});
+    return g;
+  }
+
+ private:
+  template <std::size_t I, class... Ts>
+  static auto type_at_impl(graph::type_list<Ts...>) {
+    return std::type_identity<std::tuple_element_t<I, std::tuple<Ts...>>>{};
+  }
+  template <std::size_t I>
+  static auto type_at() { return type_at_impl<I>(schedule{}); }
+
+  template <std::size_t I>
+  T adjoint_of_variable() const {
+    if constexpr (graph::contains<variable<I>, schedule>::value) return adjoint[slot<variable<I>>];
+    else return T(0);
+  }
+
+  template <class Node>
+  void forward_node(std::size_t i, const std::array<T, N>& point, std::type_identity<Node>) {
+    if constexpr (requires { Node::index; }) {
+      value[i] = point[Node::index];
+    } else if constexpr (requires { Node::value; }) {
+      value[i] = T(Node::value);
+    } else if constexpr (requires(Node n) { n.arg; }) {
+      using Op = decltype(Node::op);
+      value[i] = Op{}.value_and_derivative(value[slot<decltype(Node::arg)>], partial[i][0]);
+    } else {
+      using Op = typename op_of<Node>::type;
+      value[i] = Op::apply(value[slot<decltype(Node::lhs)>], value[slot<decltype(Node::rhs)>], partial[i][0],
+                           partial[i][1]);
+    }
+  }
+
+  template <class Node>
+  void backward_node(std::size_t i, std::type_identity<Node>) {
+    if constexpr (requires(Node n) { n.arg; }) {
+      adjoint[slot<decltype(Node::arg)>] += adjoint[i] * partial[i][0];
+    } else if constexpr (requires(Node n) { n.lhs; }) {
+      adjoint[slot<decltype(Node::lhs)>] += adjoint[i] * partial[i][0];
+      adjoint[slot<decltype(Node::rhs)>] += adjoint[i] * partial[i][1];
+    }
+  }
+
+  template <class Node> struct op_of;
+  template <class Op, class A, class B> struct op_of<binary_node<Op, A, B>> { using type = Op; };
+
+  // ---- the unshareable top of the expression: evaluated in place -------------
+  template <class Node>
+  auto record(const Node& node) const {
+    if constexpr (is_shareable_v<Node>) {
+      return leaf_record<T>{value[slot<Node>]};
+    } else if constexpr (requires { node.arg; }) {
+      const auto arg = record(node.arg);
+      T d;
+      const T y = node.op.value_and_derivative(arg.value, d);
+      return unary_record<T, decltype(arg)>{y, d, arg};
+    } else if constexpr (requires { node.lhs; }) {
+      const auto lhs = record(node.lhs);
+      const auto rhs = record(node.rhs);
+      T dl, dr;
+      const T y = op_of<Node>::type::apply(lhs.value, rhs.value, dl, dr);
+      return binary_record<T, decltype(lhs), decltype(rhs)>{y, dl, dr, lhs, rhs};
+    } else {
+      return leaf_record<T>{T(node.value)};  // constant
+    }
+  }
+
+  template <class Node, class Record>
+  void backward(const Node& node, const Record& rec, T seed) {
+    if constexpr (is_shareable_v<Node>) {
+      adjoint[slot<Node>] += seed;
+    } else if constexpr (requires { node.arg; }) {
+      backward(node.arg, rec.arg, seed * rec.partial);
+    } else if constexpr (requires { node.lhs; }) {
+      backward(node.lhs, rec.lhs, seed * rec.partial_lhs);
+      backward(node.rhs, rec.rhs, seed * rec.partial_rhs);
+    }
+  }
+};
+
+}  // namespace tl::detail

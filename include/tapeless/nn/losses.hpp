@@ -1,0 +1,92 @@
+// Losses. group<N, K>(yhat, y, dyhat, loss) takes K samples of N outputs, lane-major
+// ([N][K], as in nn/sample_pass.hpp), writes each sample's summed loss and the
+// gradient with respect to yhat. The batch loss divides by `denominator`: every
+// element for the elementwise losses (Lux's and PyTorch's mean), the number of
+// samples for softmax cross-entropy.
+#pragma once
+
+#include <cstddef>
+
+#include "tapeless/core/math.hpp"
+
+namespace tl {
+
+// An elementwise loss defines element(yhat, y, d) -> loss, d = d loss / d yhat.
+template <class Derived>
+struct elementwise_loss {
+  static constexpr double denominator(std::size_t outputs, std::size_t batch) { return double(outputs) * double(batch); }
+  // K samples, lane-major [N][K]: per-lane loss sums into loss[K], gradient into dyhat.
+  template <std::size_t N, std::size_t K, class T>
+  TL_HD void group(const T* yhat, const T* y, T* dyhat, T* loss) const {
+    for (std::size_t k = 0; k < K; ++k) loss[k] = T(0);
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t k = 0; k < K; ++k)
+        loss[k] += static_cast<const Derived&>(*this).element(yhat[n * K + k], y[n * K + k], dyhat[n * K + k]);
+  }
+};
+
+struct mse_loss : elementwise_loss<mse_loss> {
+  template <class T> TL_HD T element(T yhat, T y, T& d) const {
+    const T r = yhat - y;
+    d = T(2) * r;
+    return r * r;
+  }
+};
+
+struct mae_loss : elementwise_loss<mae_loss> {
+  template <class T> TL_HD T element(T yhat, T y, T& d) const {
+    const T r = yhat - y;
+    d = math::select(r > T(0), T(1), math::select(r < T(0), T(-1), T(0)));
+    return math::abs(r);
+  }
+};
+
+// 0.5 r^2 for |r| <= delta, delta (|r| - delta / 2) beyond (PyTorch's HuberLoss).
+struct huber_loss : elementwise_loss<huber_loss> {
+  double delta = 1.0;
+  constexpr explicit huber_loss(double d = 1.0) : delta(d) {}
+  template <class T> TL_HD T element(T yhat, T y, T& d) const {
+    const T r = yhat - y, a = math::abs(r), dl = T(delta);
+    d = math::select(a <= dl, r, math::select(r > T(0), dl, -dl));
+    return math::select(a <= dl, T(0.5) * r * r, dl * (a - T(0.5) * dl));
+  }
+};
+
+// yhat are logits, y targets in [0, 1]: max(z, 0) - z y + log(1 + e^{-|z|}).
+struct binary_cross_entropy_with_logits_loss : elementwise_loss<binary_cross_entropy_with_logits_loss> {
+  template <class T> TL_HD T element(T z, T y, T& d) const {
+    const T t = math::exp(-math::abs(z));
+    d = math::select(z >= T(0), T(1) / (T(1) + t), t / (T(1) + t)) - y;
+    return math::select(z > T(0), z, T(0)) - z * y + math::log1p(t);
+  }
+};
+
+// yhat are logits over N classes, y a probability vector (one-hot or soft labels):
+// sum_k y_k (logsumexp(yhat) - yhat_k); mean over samples.
+struct softmax_cross_entropy_loss {
+  static constexpr double denominator(std::size_t, std::size_t batch) { return double(batch); }
+  template <std::size_t N, std::size_t K, class T>
+  TL_HD void group(const T* yhat, const T* y, T* dyhat, T* loss) const {
+    for (std::size_t k = 0; k < K; ++k) {
+      T largest = yhat[k];
+      for (std::size_t n = 1; n < N; ++n) largest = math::select(yhat[n * K + k] > largest, yhat[n * K + k], largest);
+      T sum_exp(0), sum_y(0), dot(0);
+      for (std::size_t n = 0; n < N; ++n) {
+        dyhat[n * K + k] = math::exp(yhat[n * K + k] - largest);
+        sum_exp += dyhat[n * K + k];
+        sum_y += y[n * K + k];
+        dot += y[n * K + k] * yhat[n * K + k];
+      }
+      for (std::size_t n = 0; n < N; ++n) dyhat[n * K + k] = dyhat[n * K + k] / sum_exp * sum_y - y[n * K + k];
+      loss[k] = sum_y * (largest + math::log(sum_exp)) - dot;
+    }
+  }
+};
+
+inline constexpr mse_loss mse{};
+inline constexpr mae_loss mae{};
+inline constexpr huber_loss huber{};
+inline constexpr binary_cross_entropy_with_logits_loss binary_cross_entropy_with_logits{};
+inline constexpr softmax_cross_entropy_loss softmax_cross_entropy{};
+
+}  // namespace tl
