@@ -24,7 +24,7 @@ struct unary_function {
   template <class X>
   TL_HD constexpr auto operator()(const X& x) const {
     if constexpr (is_expression_v<X>) {
-      return unary_node<Derived, X>{{}, static_cast<const Derived&>(*this), x};
+      return unary_node<Derived, X>{{}, static_cast<const Derived&>(*this), {x}};
     } else {
       X d;
       return static_cast<const Derived&>(*this).value_and_derivative(x, d);

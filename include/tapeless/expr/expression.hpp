@@ -34,16 +34,44 @@ struct literal : expression_tag {
 template <auto V>
 inline constexpr literal<V> lit{};
 
+template <class N> struct is_shareable;
+
+namespace detail {
+// A node keeps a copy of a child only if the child carries run-time data. A
+// shareable child is an empty type, rebuilt on demand: were it stored, x*x would
+// hold two empty subobjects of one type, which C++ must place apart, and the
+// object would double in size at every level of reuse.
+template <class A, int Slot, bool Stored = !is_shareable<A>::value>
+struct child {
+  A value;
+  constexpr child(const A& a) : value(a) {}
+  constexpr const A& get() const { return value; }
+};
+template <class A, int Slot>
+struct child<A, Slot, false> {
+  constexpr child() = default;
+  constexpr child(const A&) {}
+  static constexpr A get() { return A{}; }
+};
+}  // namespace detail
+
 template <class Op, class A>
 struct unary_node : expression_tag {
+  using arg_type = A;
   [[no_unique_address]] Op op;
-  [[no_unique_address]] A arg;
+  [[no_unique_address]] detail::child<A, 0> arg_;
+  constexpr decltype(auto) arg() const { return arg_.get(); }
 };
 
 template <class Op, class A, class B>
 struct binary_node : expression_tag {
-  [[no_unique_address]] A lhs;
-  [[no_unique_address]] B rhs;
+  using op_type = Op;
+  using lhs_type = A;
+  using rhs_type = B;
+  [[no_unique_address]] detail::child<A, 0> lhs_;
+  [[no_unique_address]] detail::child<B, 1> rhs_;
+  constexpr decltype(auto) lhs() const { return lhs_.get(); }
+  constexpr decltype(auto) rhs() const { return rhs_.get(); }
 };
 
 // Binary operations: value and the partials with respect to both operands.
@@ -81,7 +109,7 @@ template <class Op, class A, class B>
 constexpr auto make_binary(const A& a, const B& b) {
   auto lhs = as_expression(a);
   auto rhs = as_expression(b);
-  return binary_node<Op, decltype(lhs), decltype(rhs)>{{}, lhs, rhs};
+  return binary_node<Op, decltype(lhs), decltype(rhs)>{{}, {lhs}, {rhs}};
 }
 }  // namespace detail
 
@@ -103,7 +131,7 @@ constexpr auto pow(const A& x, double c) { return power_fn(c)(x); }
 // ---- sharing --------------------------------------------------------------------
 // A node is shareable when its type alone determines it (no run-time data below it):
 // then every occurrence of the type is the same value, computed once.
-template <class N> struct is_shareable : std::false_type {};
+template <class N> struct is_shareable : std::false_type {};  // constant<T>
 template <std::size_t I> struct is_shareable<variable<I>> : std::true_type {};
 template <auto V> struct is_shareable<literal<V>> : std::true_type {};
 template <class Op, class A>
@@ -111,6 +139,6 @@ struct is_shareable<unary_node<Op, A>> : std::bool_constant<std::is_empty_v<Op> 
 template <class Op, class A, class B>
 struct is_shareable<binary_node<Op, A, B>> : std::bool_constant<is_shareable<A>::value && is_shareable<B>::value> {};
 template <class N>
-inline constexpr bool is_shareable_v = is_shareable<N>::value;
+inline constexpr bool is_shareable_v = is_shareable<std::remove_cvref_t<N>>::value;
 
 }  // namespace tl

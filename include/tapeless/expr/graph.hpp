@@ -61,7 +61,7 @@ struct collect<binary_node<Op, A, B>, Acc, false> {
 };
 
 template <class Expr>
-using schedule_t = collect_t<Expr, type_list<>>;
+using schedule_t = collect_t<std::remove_cvref_t<Expr>, type_list<>>;
 
 // Largest variable index + 1 (0 when the expression has no variable).
 template <class List> struct arity;

@@ -80,44 +80,39 @@ class reverse_sweep {
       value[i] = point[Node::index];
     } else if constexpr (requires { Node::value; }) {
       value[i] = T(Node::value);
-    } else if constexpr (requires(Node n) { n.arg; }) {
-      using Op = decltype(Node::op);
-      value[i] = Op{}.value_and_derivative(value[slot<decltype(Node::arg)>], partial[i][0]);
+    } else if constexpr (requires { typename Node::arg_type; }) {
+      value[i] = decltype(Node::op){}.value_and_derivative(value[slot<typename Node::arg_type>], partial[i][0]);
     } else {
-      using Op = typename op_of<Node>::type;
-      value[i] = Op::apply(value[slot<decltype(Node::lhs)>], value[slot<decltype(Node::rhs)>], partial[i][0],
-                           partial[i][1]);
+      value[i] = Node::op_type::apply(value[slot<typename Node::lhs_type>], value[slot<typename Node::rhs_type>],
+                                      partial[i][0], partial[i][1]);
     }
   }
 
   template <class Node>
   void backward_node(std::size_t i, std::type_identity<Node>) {
-    if constexpr (requires(Node n) { n.arg; }) {
-      adjoint[slot<decltype(Node::arg)>] += adjoint[i] * partial[i][0];
-    } else if constexpr (requires(Node n) { n.lhs; }) {
-      adjoint[slot<decltype(Node::lhs)>] += adjoint[i] * partial[i][0];
-      adjoint[slot<decltype(Node::rhs)>] += adjoint[i] * partial[i][1];
+    if constexpr (requires { typename Node::arg_type; }) {
+      adjoint[slot<typename Node::arg_type>] += adjoint[i] * partial[i][0];
+    } else if constexpr (requires { typename Node::lhs_type; }) {
+      adjoint[slot<typename Node::lhs_type>] += adjoint[i] * partial[i][0];
+      adjoint[slot<typename Node::rhs_type>] += adjoint[i] * partial[i][1];
     }
   }
-
-  template <class Node> struct op_of;
-  template <class Op, class A, class B> struct op_of<binary_node<Op, A, B>> { using type = Op; };
 
   // ---- the unshareable top of the expression: evaluated in place -------------
   template <class Node>
   auto record(const Node& node) const {
     if constexpr (is_shareable_v<Node>) {
       return leaf_record<T>{value[slot<Node>]};
-    } else if constexpr (requires { node.arg; }) {
-      const auto arg = record(node.arg);
+    } else if constexpr (requires { typename Node::arg_type; }) {
+      const auto arg = record(node.arg());
       T d;
       const T y = node.op.value_and_derivative(arg.value, d);
       return unary_record<T, decltype(arg)>{y, d, arg};
-    } else if constexpr (requires { node.lhs; }) {
-      const auto lhs = record(node.lhs);
-      const auto rhs = record(node.rhs);
+    } else if constexpr (requires { typename Node::lhs_type; }) {
+      const auto lhs = record(node.lhs());
+      const auto rhs = record(node.rhs());
       T dl, dr;
-      const T y = op_of<Node>::type::apply(lhs.value, rhs.value, dl, dr);
+      const T y = Node::op_type::apply(lhs.value, rhs.value, dl, dr);
       return binary_record<T, decltype(lhs), decltype(rhs)>{y, dl, dr, lhs, rhs};
     } else {
       return leaf_record<T>{T(node.value)};  // constant
@@ -128,11 +123,11 @@ class reverse_sweep {
   void backward(const Node& node, const Record& rec, T seed) {
     if constexpr (is_shareable_v<Node>) {
       adjoint[slot<Node>] += seed;
-    } else if constexpr (requires { node.arg; }) {
-      backward(node.arg, rec.arg, seed * rec.partial);
-    } else if constexpr (requires { node.lhs; }) {
-      backward(node.lhs, rec.lhs, seed * rec.partial_lhs);
-      backward(node.rhs, rec.rhs, seed * rec.partial_rhs);
+    } else if constexpr (requires { typename Node::arg_type; }) {
+      backward(node.arg(), rec.arg, seed * rec.partial);
+    } else if constexpr (requires { typename Node::lhs_type; }) {
+      backward(node.lhs(), rec.lhs, seed * rec.partial_lhs);
+      backward(node.rhs(), rec.rhs, seed * rec.partial_rhs);
     }
   }
 };

@@ -1,0 +1,89 @@
+// The expression core's structure: sharing, run-time constants, Jacobians, Hessians.
+#include <cmath>
+
+#include "../support/expect_ad.hpp"
+
+namespace {
+
+using P1 = std::array<double, 1>;
+
+// y_{k+1} = sin(y_k) * cos(y_k): each level reuses y_k twice, so the expression tree
+// has 2^Depth paths but only 3 new node types per level.
+template <int Depth, class Y>
+auto nested(const Y& y) {
+  if constexpr (Depth == 0) return y;
+  else return nested<Depth - 1>(tl::sin(y) * tl::cos(y));
+}
+
+TEST(Sharing, ScheduleGrowsLinearlyAndValuesAreRight) {
+  constexpr int depth = 48;  // 2^48 tree paths: only sharing makes this finish
+  const auto f = nested<depth>(tl::var<0>);
+  static_assert(tl::graph::schedule_t<decltype(f)>::size == 3 * depth + 1);
+  double y = 0.9, dy = 1.0;
+  for (int k = 0; k < depth; ++k) {
+    dy *= std::cos(y) * std::cos(y) - std::sin(y) * std::sin(y);
+    y = std::sin(y) * std::cos(y);
+  }
+  const auto [value, gradient] = tl::value_and_grad(f, P1{0.9});
+  EXPECT_NEAR(value, y, 1e-14);
+  EXPECT_NEAR(gradient[0], dy, 1e-12 * std::max(1.0, std::abs(dy)));
+}
+
+TEST(Sharing, SubexpressionUsedTwice) {
+  tl_test::expect_ad([](auto x, auto y) { auto t = x * y; return tl::sin(t) + t * t; },
+                     [](const std::array<double, 2>& p) { double t = p[0] * p[1]; return std::sin(t) + t * t; },
+                     std::array{0.7, -1.3});
+}
+
+TEST(RuntimeConstants, SameTypeDifferentValuesStayDistinct) {
+  // (x + 1) and (x + 2) have the same C++ type; they must not be merged.
+  const auto f = [](auto x) { return (x + 1.0) * (x + 2.0); };
+  const auto [value, gradient] = tl::value_and_grad(f, P1{0.5});
+  EXPECT_DOUBLE_EQ(value, 1.5 * 2.5);
+  EXPECT_DOUBLE_EQ(gradient[0], 2 * 0.5 + 3);
+}
+
+TEST(RuntimeConstants, ParametrizedFunctionsStayDistinct) {
+  const auto f = [](auto x) { return tl::leaky_relu_fn(0.1)(x) + tl::leaky_relu_fn(0.3)(x); };
+  EXPECT_DOUBLE_EQ(tl::grad(f, P1{-2.0})[0], 0.4);
+}
+
+TEST(Literals, CompileTimeConstantsAreShareable) {
+  const auto t = tl::var<0> * tl::lit<3>;
+  static_assert(tl::is_shareable_v<decltype(t)>);
+  const auto f = t * t + tl::lit<0.5>;
+  const auto [value, gradient] = tl::value_and_grad(f, P1{2.0});
+  EXPECT_DOUBLE_EQ(value, 36.5);
+  EXPECT_DOUBLE_EQ(gradient[0], 2 * 9 * 2.0);
+}
+
+TEST(Gradient, UnusedVariablesGetZero) {
+  const auto g = tl::grad([](auto x, auto, auto z) { return x * z; }, std::array{2.0, 5.0, 3.0});
+  EXPECT_EQ(g, (std::array{3.0, 0.0, 2.0}));
+}
+
+TEST(Gradient, WorksInFloat) {
+  const auto [value, gradient] = tl::value_and_grad([](auto x) { return tl::gelu(x); }, std::array{0.5f});
+  EXPECT_NEAR(value, 0.3457140, 1e-6);
+  EXPECT_NEAR(gradient[0], 0.8673699, 1e-6);
+}
+
+TEST(Jacobian, MatchesAnalytic) {
+  const auto J = tl::jacobian([](auto x, auto y) { return std::tuple{x * y, tl::exp(x) + y, tl::sin(y)}; },
+                              std::array{0.3, 1.2});
+  const std::array<std::array<double, 2>, 3> expected{{{1.2, 0.3}, {std::exp(0.3), 1.0}, {0.0, std::cos(1.2)}}};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_NEAR(J[i][j], expected[i][j], 1e-14) << i << "," << j;
+}
+
+TEST(Hessian, MatchesAnalytic) {
+  // f = x^2 y + sin(x y): H = [[2y - y^2 s, 2x + c - x y s], [.., -x^2 s]]
+  const double x = 0.4, y = -0.9, s = std::sin(x * y), c = std::cos(x * y);
+  const auto H = tl::hessian([](auto a, auto b) { return a * a * b + tl::sin(a * b); }, std::array{x, y});
+  EXPECT_NEAR(H[0][0], 2 * y - y * y * s, 1e-14);
+  EXPECT_NEAR(H[0][1], 2 * x + c - x * y * s, 1e-14);
+  EXPECT_NEAR(H[1][0], 2 * x + c - x * y * s, 1e-14);
+  EXPECT_NEAR(H[1][1], -x * x * s, 1e-14);
+}
+
+}  // namespace

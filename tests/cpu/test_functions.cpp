@@ -1,0 +1,79 @@
+// Every differentiable function: value, gradient and Hessian-vector product against
+// float64 references at random non-zero points.
+#include <cmath>
+
+#include "../support/expect_ad.hpp"
+
+namespace {
+
+using tl_test::expect_ad;
+using tl_test::random_point;
+using P1 = std::array<double, 1>;
+using P2 = std::array<double, 2>;
+
+constexpr int points_per_function = 25;
+
+template <class F, class Reference>
+void check_unary(const F& f, const Reference& reference, double low, double high, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  for (int n = 0; n < points_per_function; ++n) {
+    expect_ad([&](auto x) { return f(x); }, [&](const P1& p) { return reference(p[0]); }, random_point<1>(gen, low, high));
+  }
+}
+
+double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+
+TEST(Functions, Exp) { check_unary(tl::exp, [](double x) { return std::exp(x); }, -3, 3, 1); }
+TEST(Functions, Log) { check_unary(tl::log, [](double x) { return std::log(x); }, 0.1, 5, 2); }
+TEST(Functions, Sqrt) { check_unary(tl::sqrt, [](double x) { return std::sqrt(x); }, 0.1, 5, 3); }
+TEST(Functions, Sin) { check_unary(tl::sin, [](double x) { return std::sin(x); }, -4, 4, 4); }
+TEST(Functions, Cos) { check_unary(tl::cos, [](double x) { return std::cos(x); }, -4, 4, 5); }
+TEST(Functions, Tanh) { check_unary(tl::tanh, [](double x) { return std::tanh(x); }, -3, 3, 6); }
+TEST(Functions, Sigmoid) { check_unary(tl::sigmoid, sigmoid_ref, -6, 6, 7); }
+TEST(Functions, Softplus) { check_unary(tl::softplus, [](double x) { return std::log(1 + std::exp(x)); }, -6, 6, 8); }
+TEST(Functions, Relu) { check_unary(tl::relu, [](double x) { return x > 0 ? x : 0.0; }, -3, 3, 9); }
+TEST(Functions, LeakyRelu) {
+  check_unary(tl::leaky_relu, [](double x) { return x > 0 ? x : 0.01 * x; }, -3, 3, 10);
+  check_unary(tl::leaky_relu_fn(0.2), [](double x) { return x > 0 ? x : 0.2 * x; }, -3, 3, 11);
+}
+TEST(Functions, Elu) {
+  check_unary(tl::elu, [](double x) { return x > 0 ? x : std::exp(x) - 1; }, -3, 3, 12);
+  check_unary(tl::elu_fn(0.5), [](double x) { return x > 0 ? x : 0.5 * (std::exp(x) - 1); }, -3, 3, 13);
+}
+TEST(Functions, GeluTanhApproximation) {
+  check_unary(tl::gelu, [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  }, -4, 4, 14);
+}
+TEST(Functions, GeluErf) { check_unary(tl::gelu_erf, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -4, 4, 15); }
+TEST(Functions, Silu) { check_unary(tl::silu, [](double x) { return x * sigmoid_ref(x); }, -5, 5, 16); }
+TEST(Functions, Abs) { check_unary(tl::abs, [](double x) { return std::abs(x); }, -3, 3, 17); }
+TEST(Functions, Square) { check_unary(tl::square, [](double x) { return x * x; }, -3, 3, 18); }
+TEST(Functions, Negate) { check_unary([](auto x) { return -x; }, [](double x) { return -x; }, -3, 3, 19); }
+TEST(Functions, PowConstant) {
+  check_unary([](auto x) { return tl::pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3, 20);
+  check_unary([](auto x) { return tl::pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3, 21);
+}
+
+TEST(Functions, ScalarCallsComputeValues) {
+  EXPECT_DOUBLE_EQ(tl::relu(-2.0), 0.0);
+  EXPECT_NEAR(tl::sigmoid(0.3), sigmoid_ref(0.3), 1e-15);
+  EXPECT_NEAR(tl::softplus(-40.0), std::exp(-40.0), 1e-25);  // stable far from 0
+  EXPECT_NEAR(tl::sigmoid(-800.0), 0.0, 1e-300);
+}
+
+TEST(Arithmetic, BinaryOperators) {
+  std::mt19937_64 gen(30);
+  for (int n = 0; n < points_per_function; ++n) {
+    const auto p = random_point<2>(gen, -3, 3);
+    expect_ad([](auto x, auto y) { return x + y; }, [](const P2& q) { return q[0] + q[1]; }, p);
+    expect_ad([](auto x, auto y) { return x - y; }, [](const P2& q) { return q[0] - q[1]; }, p);
+    expect_ad([](auto x, auto y) { return x * y; }, [](const P2& q) { return q[0] * q[1]; }, p);
+    expect_ad([](auto x, auto y) { return x / y; }, [](const P2& q) { return q[0] / q[1]; }, p, 1e-5);
+    expect_ad([](auto x, auto y) { return 2.0 * x - y / 3.0 + 1.5; }, [](const P2& q) { return 2 * q[0] - q[1] / 3 + 1.5; }, p);
+    expect_ad([](auto x, auto y) { return 4.0 / (x * x + y * y + 1.0); },
+              [](const P2& q) { return 4 / (q[0] * q[0] + q[1] * q[1] + 1); }, p);
+  }
+}
+
+}  // namespace

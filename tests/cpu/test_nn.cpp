@@ -1,0 +1,197 @@
+// The NN layer: the 1-16-1 model against a float64 reference written plainly here;
+// every activation and loss through the fused batch loop against float64 central
+// differences; shapes, init and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "../support/expect_ad.hpp"
+#include "seed_fit.hpp"
+
+namespace {
+
+double gelu64(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu64_slope(double x) {
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+}
+
+// The seed model in plain double: p = [W1(16), b1(16), W2(16), b2]; MSE; returns loss, fills grad.
+double seed_loss_and_grad(const std::vector<double>& p, const std::vector<double>& x, const std::vector<double>& y,
+                          std::vector<double>& grad) {
+  grad.assign(49, 0.0);
+  double loss = 0;
+  const double n = double(x.size());
+  for (std::size_t s = 0; s < x.size(); ++s) {
+    double z[16], a[16], out = p[48];
+    for (int j = 0; j < 16; ++j) {
+      z[j] = p[j] * x[s] + p[16 + j];
+      a[j] = gelu64(z[j]);
+      out += p[32 + j] * a[j];
+    }
+    const double r = out - y[s];
+    loss += r * r / n;
+    const double dout = 2 * r / n;
+    grad[48] += dout;
+    for (int j = 0; j < 16; ++j) {
+      grad[32 + j] += dout * a[j];
+      const double dz = dout * p[32 + j] * gelu64_slope(z[j]);
+      grad[j] += dz * x[s];
+      grad[16 + j] += dz;
+    }
+  }
+  return loss;
+}
+
+std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
+
+TEST(SeedModel, LossAndGradientMatchFloat64Reference) {
+  const auto data = seed_fit::make_data(7);
+  tl::rng gen(3);
+  auto params = tl::init(seed_fit::make_model(), gen);
+  for (float& b : tl::flat(params)) b += 0.1f * gen.uniform(-1, 1);  // non-zero biases too
+  const auto result = tl::value_and_grad(tl::mse, seed_fit::make_model(), params, data.x, data.y);
+  std::vector<double> grad;
+  const double loss = seed_loss_and_grad(widen(tl::flat(params)), widen(data.x.values()), widen(data.y.values()), grad);
+  EXPECT_NEAR(result.loss, loss, 1e-6 * loss);
+  double norm = 0, diff = 0;
+  for (int k = 0; k < 49; ++k) {
+    norm += grad[k] * grad[k];
+    diff += (result.gradient.flat()[k] - grad[k]) * (result.gradient.flat()[k] - grad[k]);
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-5);
+}
+
+TEST(SeedModel, ApplyMatchesReferenceForward) {
+  const auto data = seed_fit::make_data();
+  const auto params = seed_fit::initial_parameters();
+  const auto yhat = tl::apply(seed_fit::make_model(), params, data.x);
+  ASSERT_EQ(yhat.features(), 1u);
+  ASSERT_EQ(yhat.batch(), data.x.batch());
+  const auto p = tl::flat(params);
+  for (std::size_t s = 0; s < data.x.batch(); ++s) {
+    double out = p[48];
+    for (int j = 0; j < 16; ++j) out += p[32 + j] * gelu64(p[j] * data.x(0, s) + p[16 + j]);
+    EXPECT_NEAR(yhat(0, s), out, 1e-5 * std::max(1.0, std::abs(out)));
+  }
+}
+
+// Loss of a model in double, through the same per-sample code with one lane: the
+// finite-difference reference for every activation and loss.
+template <class Model, class Loss>
+double loss64(const Model& model, const Loss& loss, const std::vector<double>& p, const tl::matrix& x,
+              const tl::matrix& y) {
+  tl::detail::group_scratch<Model, 1, double> scratch;
+  double total = 0;
+  for (std::size_t s = 0; s < x.batch(); ++s) {
+    double xs[Model::inputs], ys[Model::outputs], dout[Model::outputs], l;
+    for (std::size_t i = 0; i < Model::inputs; ++i) xs[i] = x(i, s);
+    for (std::size_t o = 0; o < Model::outputs; ++o) ys[o] = y(o, s);
+    const double* out = tl::detail::forward_group(model, p.data(), xs, scratch);
+    loss.template group<Model::outputs, 1>(out, ys, dout, &l);
+    total += l;
+  }
+  return total / Loss::denominator(Model::outputs, x.batch());
+}
+
+template <class Activation, class Loss>
+void check_model_gradient(Activation act, const Loss& loss, bool probability_targets) {
+  const auto model = tl::chain(tl::dense<3, 5>(act), tl::dense<5, 4>(act), tl::dense<4, 3>());
+  using Model = decltype(model);
+  tl::rng gen(11);
+  auto params = tl::init(model, gen);
+  for (float& v : tl::flat(params)) v += 0.05f * gen.uniform(-1, 1);
+  constexpr std::size_t batch = 37;  // not a multiple of the 16 lanes
+  tl::matrix x(3, batch), y(3, batch);
+  for (float& v : x.values()) v = gen.uniform(-1.5f, 1.5f);
+  for (std::size_t s = 0; s < batch; ++s) {
+    float total = 0;
+    for (int o = 0; o < 3; ++o) total += (y(o, s) = probability_targets ? gen.uniform(0.05f, 1.0f) : gen.uniform(-1, 1));
+    if (probability_targets && Loss::denominator(3, 1) == 1.0)
+      for (int o = 0; o < 3; ++o) y(o, s) /= total;  // a distribution for softmax cross-entropy
+  }
+  const auto result = tl::value_and_grad(loss, model, params, x, y);
+  std::vector<double> p = widen(tl::flat(params));
+  EXPECT_NEAR(result.loss, loss64(model, loss, p, x, y), 2e-6 * std::max(1.0, double(result.loss)));
+  double norm = 0, diff = 0;
+  for (std::size_t k = 0; k < Model::parameter_count; ++k) {
+    const double keep = p[k], h = 1e-6;
+    p[k] = keep + h;
+    const double up = loss64(model, loss, p, x, y);
+    p[k] = keep - h;
+    const double down = loss64(model, loss, p, x, y);
+    p[k] = keep;
+    const double expected = (up - down) / (2 * h);
+    norm += expected * expected;
+    diff += (result.gradient.flat()[k] - expected) * (result.gradient.flat()[k] - expected);
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 2e-5) << "activation " << Activation::name;
+}
+
+template <class Activation>
+void check_activation(Activation act) {
+  check_model_gradient(act, tl::mse, false);
+}
+
+TEST(ModelGradient, Identity) { check_activation(tl::identity); }
+TEST(ModelGradient, Tanh) { check_activation(tl::tanh); }
+TEST(ModelGradient, Sigmoid) { check_activation(tl::sigmoid); }
+TEST(ModelGradient, Softplus) { check_activation(tl::softplus); }
+TEST(ModelGradient, Relu) { check_activation(tl::relu); }
+TEST(ModelGradient, LeakyRelu) { check_activation(tl::leaky_relu_fn(0.1)); }
+TEST(ModelGradient, Elu) { check_activation(tl::elu); }
+TEST(ModelGradient, Gelu) { check_activation(tl::gelu); }
+TEST(ModelGradient, GeluErf) { check_activation(tl::gelu_erf); }
+TEST(ModelGradient, Silu) { check_activation(tl::silu); }
+TEST(ModelGradient, Sin) { check_activation(tl::sin); }
+TEST(ModelGradient, Square) { check_activation(tl::square); }
+
+TEST(LossGradient, Mae) { check_model_gradient(tl::tanh, tl::mae, false); }
+TEST(LossGradient, Huber) {
+  check_model_gradient(tl::tanh, tl::huber, false);
+  check_model_gradient(tl::tanh, tl::huber_loss(0.1), false);
+}
+TEST(LossGradient, BinaryCrossEntropyWithLogits) { check_model_gradient(tl::tanh, tl::binary_cross_entropy_with_logits, true); }
+TEST(LossGradient, SoftmaxCrossEntropy) { check_model_gradient(tl::tanh, tl::softmax_cross_entropy, true); }
+
+TEST(Init, GlorotUniformWeightsZeroBiasReproducible) {
+  const auto model = tl::chain(tl::dense<30, 50>(tl::relu), tl::dense<50, 2>());
+  tl::rng a(5), b(5), c(6);
+  const auto pa = tl::init(model, a), pb = tl::init(model, b), pc = tl::init(model, c);
+  EXPECT_EQ(pa, pb);
+  EXPECT_NE(pa, pc);
+  const auto p = tl::flat(pa);
+  const float limit = std::sqrt(6.0f / 80.0f);
+  double sum_sq = 0;
+  for (std::size_t k = 0; k < 1500; ++k) {
+    ASSERT_LE(std::abs(p[k]), limit);
+    sum_sq += p[k] * p[k];
+  }
+  EXPECT_NEAR(sum_sq / 1500, limit * limit / 3, 0.1 * limit * limit / 3);  // variance of U(-a, a)
+  for (std::size_t k = 1500; k < 1550; ++k) EXPECT_EQ(p[k], 0.0f);
+  EXPECT_EQ((decltype(model)::bias_offset<1>), 1550u + 100u);
+}
+
+TEST(Errors, SizeMismatchesNameBothSizes) {
+  const auto model = seed_fit::make_model();
+  const auto params = seed_fit::initial_parameters();
+  const tl::matrix x2(2, 8), y1(1, 8), y1_short(1, 7), x1(1, 8);
+  try {
+    (void)tl::apply(model, params, x2);
+    FAIL() << "no exception";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be 1, got 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::value_and_grad(tl::mse, model, params, x1, y1_short), tl::shape_error);
+  try {
+    (void)tl::matrix(3, 4, std::vector<float>(11));
+    FAIL() << "no exception";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("12 values expected, the data has 11"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::parameters<seed_fit::model_type>(std::vector<float>(48)), tl::shape_error);
+}
+
+}  // namespace
