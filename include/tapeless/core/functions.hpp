@@ -65,7 +65,7 @@ TL_UNARY_FUNCTION(softplus) {
   return math::log1p(t) + math::select(x > T(0), x, T(0));
 }
 TL_UNARY_FUNCTION(silu) {
-  const T s = sigmoid.value_and_derivative(x, d);
+  const T s = sigmoid_fn{}.value_and_derivative(x, d);  // a temporary: namespace-scope objects are host-only under nvcc
   d = s * (T(1) + x * (T(1) - s));
   return x * s;
 }

@@ -17,7 +17,7 @@ struct sgd {
   float momentum = 0.0f;
   static constexpr std::size_t state_slots = 1;
   struct constants { float lr, momentum; };
-  constants at_step(long) const { return {lr, momentum}; }
+  TL_HD constants at_step(long) const { return {lr, momentum}; }
   TL_HD static void update(const constants& c, float& p, float g, float& v) {
     v = c.momentum * v + g;
     p -= c.lr * v;
@@ -33,9 +33,9 @@ struct adam {
   float eps = 1e-8f;
   static constexpr std::size_t state_slots = 2;
   struct constants { float lr, beta1, beta2, eps, bias1, bias2, decay; };
-  constants at_step(long t) const {  // t counts from 1
-    return {lr, beta1, beta2, eps, static_cast<float>(1.0 - std::pow(double(beta1), double(t))),
-            static_cast<float>(1.0 - std::pow(double(beta2), double(t))), 0.0f};
+  TL_HD constants at_step(long t) const {  // t counts from 1
+    return {lr, beta1, beta2, eps, static_cast<float>(1.0 - ::pow(double(beta1), double(t))),
+            static_cast<float>(1.0 - ::pow(double(beta2), double(t))), 0.0f};
   }
   TL_HD static void update(const constants& c, float& p, float g, float& m, float& v) {
     p -= c.lr * c.decay * p;  // AdamW's decoupled decay; 0 for Adam
@@ -48,10 +48,10 @@ struct adam {
 // Adam with decoupled weight decay (PyTorch's AdamW): p <- p - lr wd p, then Adam.
 struct adamw : adam {
   float weight_decay = 0.01f;
-  constexpr adamw(float lr_ = 0.001f, float beta1_ = 0.9f, float beta2_ = 0.999f, float eps_ = 1e-8f,
+  TL_HD constexpr adamw(float lr_ = 0.001f, float beta1_ = 0.9f, float beta2_ = 0.999f, float eps_ = 1e-8f,
                   float weight_decay_ = 0.01f)
       : adam{lr_, beta1_, beta2_, eps_}, weight_decay(weight_decay_) {}
-  constants at_step(long t) const {
+  TL_HD constants at_step(long t) const {
     constants c = adam::at_step(t);
     c.decay = weight_decay;
     return c;

@@ -1,0 +1,65 @@
+// Devices in the shape Lux users know: cpu_device(), cuda_device(i), default_device(),
+// and moving batches between them.
+#pragma once
+
+#include <thrust/device_vector.h>
+
+#include <string>
+
+#include "tapeless/cuda/errors.hpp"
+#include "tapeless/nn/matrix.hpp"
+
+namespace tl {
+
+struct device {
+  enum class kind { cpu, cuda } type = kind::cpu;
+  int index = 0;
+  bool is_cuda() const { return type == kind::cuda; }
+  std::string name() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+};
+
+inline int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: not an error here
+    return 0;
+  }
+  return count;
+}
+
+inline device cpu_device() { return {}; }
+
+// Throws tl::cuda_error when the device does not exist.
+inline device cuda_device(int index = 0) {
+  const int count = cuda_device_count();
+  if (index < 0 || index >= count) {
+    throw cuda_error(cudaErrorNoDevice, "tapeless::cuda_device(" + std::to_string(index) + "): " +
+                                            (count == 0 ? std::string("no CUDA device is usable here")
+                                                        : std::to_string(count) + " CUDA device(s) present"));
+  }
+  TL_CUDA_CHECK(cudaSetDevice(index));
+  return {device::kind::cuda, index};
+}
+
+// The GPU when one is usable, else the CPU.
+inline device default_device() { return cuda_device_count() > 0 ? cuda_device(0) : cpu_device(); }
+
+// A batch in GPU memory, same layout as tl::matrix: (features, batch), sample-major.
+struct device_matrix {
+  std::size_t features = 0, batch = 0;
+  thrust::device_vector<float> values;
+  const float* data() const { return thrust::raw_pointer_cast(values.data()); }
+};
+
+inline device_matrix to_device(const matrix& m) {
+  device_matrix d{m.features(), m.batch(), {}};
+  d.values.assign(m.data(), m.data() + m.size());
+  return d;
+}
+inline matrix to_host(const device_matrix& d) {
+  matrix m(d.features, d.batch);
+  thrust::copy(d.values.begin(), d.values.end(), m.data());
+  return m;
+}
+
+}  // namespace tl

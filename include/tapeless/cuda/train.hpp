@@ -1,0 +1,187 @@
+// The training API on a CUDA device: the same calls as the CPU path (train_state,
+// train_step, fit, apply, value_and_grad), taking device_matrix batches. Include
+// "tapeless/cuda.hpp" in a translation unit compiled by nvcc.
+#pragma once
+
+#include <thrust/device_vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tapeless/cpu/train.hpp"
+#include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/kernels.hpp"
+
+namespace tl {
+
+// A loss that stays in device memory until get() is called (which synchronizes).
+struct device_scalar {
+  const float* pointer = nullptr;
+  float get() const {
+    float value;
+    TL_CUDA_CHECK(cudaMemcpy(&value, pointer, sizeof value, cudaMemcpyDeviceToHost));
+    return value;
+  }
+};
+
+template <model Model, class Optimizer>
+struct cuda_train_state {
+  static constexpr std::size_t P = Model::parameter_count;
+  Model model;
+  Optimizer optimizer;
+  long step = 0;
+  thrust::device_vector<float> params, optimizer_state, loss;
+  thrust::device_vector<float> partials;  // per-block sums of the per-step path
+  thrust::device_vector<long> failed_step = thrust::device_vector<long>(1, -1);
+
+  cuda_train_state(Model m, const parameters<Model>& p, Optimizer opt)
+      : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, 0.0f),
+        loss(1, 0.0f) {}
+
+  parameters<Model> host_params() const {
+    parameters<Model> p;
+    thrust::copy(params.begin(), params.end(), p.data());
+    return p;
+  }
+};
+
+// Moves a CPU training state (parameters, optimizer state, step) to the GPU.
+template <model Model, class Optimizer>
+cuda_train_state<Model, Optimizer> to_device(const train_state<Model, Optimizer>& s, const device& dev) {
+  if (!dev.is_cuda()) throw shape_error("tapeless::to_device: expected a CUDA device, got " + dev.name());
+  cuda_train_state<Model, Optimizer> d(s.model, s.params, s.optimizer);
+  d.optimizer_state.assign(s.optimizer_state.begin(), s.optimizer_state.end());
+  d.step = s.step;
+  return d;
+}
+
+namespace detail {
+template <model Model>
+void check_device_batch(const char* where, const device_matrix& x, const device_matrix* y) {
+  require_size(where, "the input rows (features of X) the model reads", Model::inputs, x.features);
+  if (y) {
+    require_size(where, "the target rows (features of y) the model writes", Model::outputs, y->features);
+    require_size(where, "the number of target samples (the batch of X)", x.batch, y->batch);
+  }
+}
+
+inline constexpr int step_threads = 256;
+
+inline int step_blocks(std::size_t batch) {
+  return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
+}
+
+// Kernel 1 of the per-step path; leaves per-block partials in `partials`.
+template <model Model, class Loss>
+int launch_partials(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
+                    const device_matrix& y, thrust::device_vector<float>& partials) {
+  constexpr std::size_t N = Model::parameter_count + 1;
+  const int blocks = step_blocks(x.batch);
+  if (partials.size() < blocks * N) partials.resize(blocks * N);
+  const std::size_t shared = (step_threads / gpu::warp_size) * N * sizeof(float);
+  gpu::partial_sums_kernel<<<blocks, step_threads, shared>>>(model, loss, params, x.data(), y.data(), x.batch,
+                                                             thrust::raw_pointer_cast(partials.data()));
+  TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  return blocks;
+}
+
+inline void throw_if_failed(const thrust::device_vector<long>& failed_step, const char* where) {
+  const long failed = failed_step[0];
+  if (failed >= 0) {
+    throw numeric_error(std::string("tapeless::") + where + ": the loss is not finite at step " +
+                        std::to_string(failed + 1) + "; the parameters were left as before that step");
+  }
+}
+}  // namespace detail
+
+// One fused full-batch step on the GPU; no host synchronization. The returned loss
+// stays on the device until .get(). A non-finite loss leaves the parameters unchanged
+// and is reported (as tl::numeric_error) by the next fit() or check_finite().
+template <model Model, class Optimizer, class Loss>
+device_scalar train_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
+                         const device_matrix& y) {
+  detail::check_device_batch<Model>("train_step", x, &y);
+  constexpr std::size_t P = Model::parameter_count;
+  float* params = thrust::raw_pointer_cast(s.params.data());
+  const int blocks = detail::launch_partials(s.model, loss, params, x, y, s.partials);
+  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
+  detail::gpu::reduce_update_kernel<Model, Optimizer><<<(P + 255) / 256, 256>>>(
+      thrust::raw_pointer_cast(s.partials.data()), blocks, scale, thrust::raw_pointer_cast(s.loss.data()), nullptr,
+      s.optimizer, s.optimizer.at_step(s.step + 1), params, thrust::raw_pointer_cast(s.optimizer_state.data()),
+      s.step, thrust::raw_pointer_cast(s.failed_step.data()));
+  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  ++s.step;
+  return {thrust::raw_pointer_cast(s.loss.data())};
+}
+
+template <model Model, class Optimizer>
+void check_finite(const cuda_train_state<Model, Optimizer>& s) {
+  detail::throw_if_failed(s.failed_step, "train_step");
+}
+
+struct cuda_fit_options : fit_options {
+  bool one_launch = true;  // the whole loop in one kernel when the problem fits one block
+};
+
+// Whole-loop training. When the batch and the parameters fit one block, all epochs run
+// in a single kernel launch; otherwise the fused per-step kernels run back to back.
+template <model Model, class Optimizer, class Loss>
+fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
+               const device_matrix& y, std::size_t epochs, const cuda_fit_options& options = {}) {
+  detail::check_device_batch<Model>("fit", x, &y);
+  constexpr std::size_t P = Model::parameter_count, N = P + 1, S = Optimizer::state_slots;
+  fit_result result;
+  thrust::device_vector<float> history(epochs, 0.0f);
+  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
+  const long first_step = s.step;
+  s.failed_step[0] = -1;
+  const auto start = std::chrono::steady_clock::now();
+  const bool one_block = options.one_launch && P <= 1024 && x.batch <= 16384;
+  if (one_block) {
+    const int threads = static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
+    const std::size_t shared = (P + S * P + N + (threads / 32) * N) * sizeof(float);
+    detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
+        s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
+        thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
+        thrust::raw_pointer_cast(history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
+    TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
+  } else {
+    for (std::size_t e = 0; e < epochs; ++e) {
+      train_step(s, loss, x, y);
+      TL_CUDA_CHECK(cudaMemcpyAsync(thrust::raw_pointer_cast(history.data()) + e,
+                                    thrust::raw_pointer_cast(s.loss.data()), sizeof(float), cudaMemcpyDeviceToDevice));
+    }
+  }
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const long failed = s.failed_step[0];
+  const std::size_t done = failed >= 0 ? std::size_t(failed - first_step) : epochs;
+  s.step = first_step + long(done);  // steps after a non-finite loss were not applied
+  result.loss_history.resize(done);
+  thrust::copy(history.begin(), history.begin() + long(done), result.loss_history.begin());
+  detail::throw_if_failed(s.failed_step, "fit");
+  return result;
+}
+
+// Loss and gradient on the GPU, copied back (for checks and tools, not for training).
+template <model Model, class Loss>
+loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, const parameters<Model>& params,
+                                        const device_matrix& x, const device_matrix& y) {
+  detail::check_device_batch<Model>("value_and_grad", x, &y);
+  constexpr std::size_t P = Model::parameter_count;
+  thrust::device_vector<float> p(params.data(), params.data() + P), grad(P), out(1), partials;
+  const int blocks = detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials);
+  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
+  const sgd unused{};
+  detail::gpu::reduce_update_kernel<Model, sgd><<<(P + 255) / 256, 256>>>(
+      thrust::raw_pointer_cast(partials.data()), blocks, scale, thrust::raw_pointer_cast(out.data()),
+      thrust::raw_pointer_cast(grad.data()), unused, unused.at_step(1), nullptr, nullptr, 0, nullptr);
+  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  loss_and_gradient<Model> result{out[0], parameters<Model>{}};
+  thrust::copy(grad.begin(), grad.end(), result.gradient.data());
+  return result;
+}
+
+}  // namespace tl

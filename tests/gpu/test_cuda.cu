@@ -1,0 +1,155 @@
+// The CUDA backend against the CPU path: loss and gradients for every activation and
+// loss, the seed fit, the one-launch loop against the per-step path, and errors.
+// Exits 77 (skipped) where no GPU is usable; CI still compiles it with nvcc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "seed_fit.hpp"
+#include "tapeless/cuda.hpp"
+
+namespace {
+
+template <class A, class B>
+double relative_difference(const A& a, const B& b) {
+  double diff = 0, norm = 0;
+  for (std::size_t k = 0; k < b.size(); ++k) {
+    diff += (double(a[k]) - b[k]) * (double(a[k]) - b[k]);
+    norm += double(b[k]) * b[k];
+  }
+  return std::sqrt(diff / norm);
+}
+
+template <class Activation, class Loss>
+void check_against_cpu(Activation act, const Loss& loss, bool probability_targets, std::size_t batch) {
+  const auto model = tl::chain(tl::dense<3, 8>(act), tl::dense<8, 5>(act), tl::dense<5, 3>());
+  tl::rng gen(batch * 7 + 1);
+  auto params = tl::init(model, gen);
+  for (float& v : tl::flat(params)) v += 0.05f * gen.uniform(-1, 1);
+  tl::matrix x(3, batch), y(3, batch);
+  for (float& v : x.values()) v = gen.uniform(-1.5f, 1.5f);
+  for (std::size_t s = 0; s < batch; ++s) {
+    float total = 0;
+    for (int o = 0; o < 3; ++o) total += (y(o, s) = probability_targets ? gen.uniform(0.05f, 1) : gen.uniform(-1, 1));
+    if (probability_targets) for (int o = 0; o < 3; ++o) y(o, s) /= total;
+  }
+  const auto cpu = tl::value_and_grad(loss, model, params, x, y);
+  const auto gpu = tl::value_and_grad(loss, model, params, tl::to_device(x), tl::to_device(y));
+  EXPECT_LE(std::abs(gpu.loss - cpu.loss) / std::abs(cpu.loss), 1e-5) << Activation::name;
+  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), 1e-5) << Activation::name;
+}
+
+template <class Activation>
+void check_activation(Activation act) {
+  for (std::size_t batch : {1u, 37u, 300u, 5000u}) check_against_cpu(act, tl::mse, false, batch);
+}
+
+TEST(GpuMatchesCpu, Identity) { check_activation(tl::identity); }
+TEST(GpuMatchesCpu, Tanh) { check_activation(tl::tanh); }
+TEST(GpuMatchesCpu, Sigmoid) { check_activation(tl::sigmoid); }
+TEST(GpuMatchesCpu, Softplus) { check_activation(tl::softplus); }
+TEST(GpuMatchesCpu, Relu) { check_activation(tl::relu); }
+TEST(GpuMatchesCpu, LeakyRelu) { check_activation(tl::leaky_relu_fn(0.1)); }
+TEST(GpuMatchesCpu, Elu) { check_activation(tl::elu); }
+TEST(GpuMatchesCpu, Gelu) { check_activation(tl::gelu); }
+TEST(GpuMatchesCpu, GeluErf) { check_activation(tl::gelu_erf); }
+TEST(GpuMatchesCpu, Silu) { check_activation(tl::silu); }
+TEST(GpuMatchesCpu, Sin) { check_activation(tl::sin); }
+TEST(GpuMatchesCpu, Square) { check_activation(tl::square); }
+TEST(GpuMatchesCpu, Losses) {
+  check_against_cpu(tl::tanh, tl::mae, false, 300);
+  check_against_cpu(tl::tanh, tl::huber, false, 300);
+  check_against_cpu(tl::tanh, tl::binary_cross_entropy_with_logits, true, 300);
+  check_against_cpu(tl::tanh, tl::softmax_cross_entropy, true, 300);
+}
+
+TEST(SeedFit, GpuOneLaunchEndsWithinOneInTenThousandOfCpu) {
+  const auto data = seed_fit::make_data();
+  tl::train_state cpu(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{seed_fit::learning_rate});
+  tl::fit(cpu, tl::mse, data.x, data.y, seed_fit::epochs, {.progress = false});
+  auto gpu = tl::to_device(tl::train_state(seed_fit::make_model(), seed_fit::initial_parameters(),
+                                           tl::adam{seed_fit::learning_rate}), tl::default_device());
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  const auto run = tl::fit(gpu, tl::mse, x, y, seed_fit::epochs);
+  ASSERT_EQ(run.loss_history.size(), seed_fit::epochs);
+  EXPECT_EQ(gpu.step, long(seed_fit::epochs));
+  const float cpu_loss = tl::value_and_grad(tl::mse, cpu.model, cpu.params, data.x, data.y).loss;
+  const float gpu_loss = tl::value_and_grad(tl::mse, gpu.model, gpu.host_params(), data.x, data.y).loss;
+  std::printf("seed fit final loss: cpu %.7f, gpu %.7f\n", cpu_loss, gpu_loss);
+  EXPECT_LE(std::abs(gpu_loss - cpu_loss) / cpu_loss, 1e-4);
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+}
+
+TEST(SeedFit, OneLaunchEqualsPerStepPath) {
+  const auto data = seed_fit::make_data();
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  tl::cuda_train_state a(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  tl::cuda_train_state b = a;
+  const auto one = tl::fit(a, tl::mse, x, y, 100);
+  tl::cuda_fit_options per_step;
+  per_step.one_launch = false;
+  const auto many = tl::fit(b, tl::mse, x, y, 100, per_step);
+  ASSERT_EQ(one.loss_history.size(), many.loss_history.size());
+  for (std::size_t e = 0; e < 100; ++e) EXPECT_NEAR(one.loss_history[e], many.loss_history[e], 1e-5 * many.loss_history[e]);
+  EXPECT_LE(relative_difference(a.host_params().flat(), b.host_params().flat()), 1e-5);
+  EXPECT_EQ(a.step, b.step);
+}
+
+TEST(TrainStep, LossStaysOnDeviceAndMatchesCpu) {
+  const auto data = seed_fit::make_data();
+  tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::sgd{0.05f});
+  const auto expected = tl::value_and_grad(tl::mse, s.model, seed_fit::initial_parameters(), data.x, data.y);
+  const tl::device_scalar loss = tl::train_step(s, tl::mse, tl::to_device(data.x), tl::to_device(data.y));
+  EXPECT_NEAR(loss.get(), expected.loss, 1e-5 * expected.loss);
+  const auto p = s.host_params();
+  const auto p0 = seed_fit::initial_parameters();
+  for (std::size_t k = 0; k < p.size; ++k)
+    EXPECT_NEAR(p.flat()[k], p0.flat()[k] - 0.05f * expected.gradient.flat()[k], 1e-6);
+}
+
+TEST(Errors, WrongSizeBatchThrows) {
+  const auto data = seed_fit::make_data();
+  tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  const auto x = tl::to_device(data.x);
+  const auto short_y = tl::to_device(tl::matrix(1, data.x.batch() - 1));
+  EXPECT_THROW(tl::train_step(s, tl::mse, x, short_y), tl::shape_error);
+  EXPECT_THROW(tl::fit(s, tl::mse, x, short_y, 3), tl::shape_error);
+  EXPECT_THROW(tl::value_and_grad(tl::mse, s.model, seed_fit::initial_parameters(), tl::to_device(tl::matrix(2, 4)),
+                                  tl::to_device(tl::matrix(1, 4))),
+               tl::shape_error);
+}
+
+TEST(Errors, NonFiniteLossThrowsAndKeepsParameters) {
+  auto data = seed_fit::make_data();
+  data.y(0, 3) = std::numeric_limits<float>::quiet_NaN();
+  for (bool one_launch : {true, false}) {
+    tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+    tl::cuda_fit_options options;
+    options.one_launch = one_launch;
+    EXPECT_THROW(tl::fit(s, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 5, options), tl::numeric_error);
+    EXPECT_EQ(s.host_params(), seed_fit::initial_parameters()) << "one_launch " << one_launch;
+  }
+}
+
+TEST(Devices, MissingDeviceIsAClearError) {
+  try {
+    tl::cuda_device(99);
+    FAIL() << "no exception";
+  } catch (const tl::cuda_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda_device(99)"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(tl::default_device().is_cuda());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (tl::cuda_device_count() == 0) {
+    std::printf("no CUDA device usable here: GPU tests compiled, not run (skipped)\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
