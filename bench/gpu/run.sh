@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 start=$(date +%s.%N)
 meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ninja -C build-gpu >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
-echo "build: $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 build-gpu/tests/test_gpu 2>&1 | tee "$logs/test_gpu.log" | tail -25
 gpu_tests=${PIPESTATUS[0]}
 filter='--gtest_filter=SeedFit.*:TrainStep.*:GpuMatchesCpu.Gelu:Errors.*'
@@ -29,6 +29,6 @@ echo "GPU tests exit $gpu_tests, memcheck exit $memcheck, racecheck exit $racech
 echo "| seed fit, $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%F) | µs/step (median) | vs tapeless one-launch |"
 echo "|---|---|---|"
 for k in tapeless_gpu_one_launch_us tapeless_gpu_per_step_kernels_us tapeless_cpu_seed_step_us jax_fori_loop_us jax_jit_step_us torch_compile_us torch_eager_us; do
-  v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.1f× |\n" "$k" "$v" "$(echo "$v / $one" | bc -l)"
+  v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.1f× |\n" "$k" "$v" "$(python3 -c "print($v / $one)")"
 done
 echo "torch.compile first step: $(get torch_compile_first_step_s) s"
