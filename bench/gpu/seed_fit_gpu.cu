@@ -47,12 +47,23 @@ int main(int argc, char** argv) {
   const double one_launch = median_us_per_step(repetitions, reset, [&] {
     final_loss = tl::fit(s, tl::mse, x, y, seed_fit::epochs).loss_history.back();
   });
+  std::printf("tapeless_gpu_one_launch_us %.3f\n", one_launch);
+  for (int threads : {32, 64}) {
+    tl::cuda_fit_options options;
+    options.threads = threads;
+    std::printf("tapeless_gpu_one_launch_%dthreads_us %.3f\n", threads,
+                median_us_per_step(repetitions, reset, [&] { tl::fit(s, tl::mse, x, y, seed_fit::epochs, options); }));
+  }
   tl::train_step(s, tl::mse, x, y);  // sizes the per-step buffers before timing
   const double per_step = median_us_per_step(repetitions, reset, [&] {
     for (std::size_t e = 0; e < seed_fit::epochs; ++e) tl::train_step(s, tl::mse, x, y);
   });
-  std::printf("tapeless_gpu_one_launch_us %.3f\n", one_launch);
   std::printf("tapeless_gpu_per_step_kernels_us %.3f\n", per_step);
+  tl::cuda_fit_options graph;
+  graph.one_launch = false;
+  tl::fit(s, tl::mse, x, y, seed_fit::epochs, graph);  // captures the graph once
+  std::printf("tapeless_gpu_per_step_graph_us %.3f\n",
+              median_us_per_step(repetitions, reset, [&] { tl::fit(s, tl::mse, x, y, seed_fit::epochs, graph); }));
   std::printf("(medians of %d runs of 300 steps, CUDA events; final loss %.5f)\n", repetitions,
               double(final_loss));
 }

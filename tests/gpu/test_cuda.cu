@@ -82,19 +82,51 @@ TEST(SeedFit, GpuOneLaunchEndsWithinOneInTenThousandOfCpu) {
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
 }
 
-TEST(SeedFit, OneLaunchEqualsPerStepPath) {
+TEST(SeedFit, OneLaunchEqualsPerStepGraphPath) {
   const auto data = seed_fit::make_data();
   const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
   tl::cuda_train_state a(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
   tl::cuda_train_state b = a;
-  const auto one = tl::fit(a, tl::mse, x, y, 100);
   tl::cuda_fit_options per_step;
   per_step.one_launch = false;
-  const auto many = tl::fit(b, tl::mse, x, y, 100, per_step);
-  ASSERT_EQ(one.loss_history.size(), many.loss_history.size());
-  for (std::size_t e = 0; e < 100; ++e) EXPECT_NEAR(one.loss_history[e], many.loss_history[e], 1e-5 * many.loss_history[e]);
+  // Two fits of 60 epochs each: the second replays the captured graph from step 60.
+  for (int round = 0; round < 2; ++round) {
+    const auto one = tl::fit(a, tl::mse, x, y, 60);
+    const auto many = tl::fit(b, tl::mse, x, y, 60, per_step);
+    ASSERT_EQ(one.loss_history.size(), many.loss_history.size());
+    for (std::size_t e = 0; e < 60; ++e)
+      EXPECT_NEAR(one.loss_history[e], many.loss_history[e], 1e-5 * many.loss_history[e]) << round << "," << e;
+  }
   EXPECT_LE(relative_difference(a.host_params().flat(), b.host_params().flat()), 1e-5);
-  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.step, 120);
+  EXPECT_EQ(b.step, 120);
+}
+
+TEST(SeedFit, ThreadCountsOfTheOneLaunchLoopAgree) {
+  const auto data = seed_fit::make_data();
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  const tl::cuda_train_state initial(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  auto reference = initial;
+  tl::fit(reference, tl::mse, x, y, 50);
+  for (int threads : {32, 64, 96, 256}) {
+    auto s = initial;
+    tl::cuda_fit_options options;
+    options.threads = threads;
+    tl::fit(s, tl::mse, x, y, 50, options);
+    EXPECT_LE(relative_difference(s.host_params().flat(), reference.host_params().flat()), 1e-5) << threads;
+  }
+}
+
+TEST(LargeBatch, PerStepGraphPathMatchesCpu) {
+  // 20000 samples: past the one-block limit, so fit() runs the captured per-step graph.
+  const auto data = seed_fit::make_data(5, 20000);
+  tl::train_state cpu(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, data.x, data.y, 30, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 30);
+  ASSERT_EQ(gpu_run.loss_history.size(), 30u);
+  for (std::size_t e = 0; e < 30; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]);
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
 }
 
 TEST(TrainStep, LossStaysOnDeviceAndMatchesCpu) {

@@ -57,12 +57,15 @@ __device__ inline void update_one(const Optimizer& opt, const typename Optimizer
   else Optimizer::update(c, p, g, state[j], state[n + j]);
 }
 
-// Per-step path, kernel 1: one partial sum (gradient and loss) per block.
+// Per-step path, kernel 1: one partial sum (gradient and loss) per block. Block 0
+// also advances the device-side step counter, so that a captured graph of many steps
+// can be replayed: no step number is baked into it.
 template <class Model, class Loss>
 __global__ void partial_sums_kernel(Model model, Loss loss, const float* params, const float* x, const float* y,
-                                    std::size_t batch, float* partials) {
+                                    std::size_t batch, float* partials, long* step_counter) {
   constexpr std::size_t N = Model::parameter_count + 1;
   extern __shared__ float shared[];
+  if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
   float acc[N] = {};
   accumulate_samples(model, loss, params, x, y, batch, blockIdx.x * blockDim.x + threadIdx.x,
                      std::size_t(gridDim.x) * blockDim.x, acc);
@@ -70,20 +73,27 @@ __global__ void partial_sums_kernel(Model model, Loss loss, const float* params,
 }
 
 // Per-step path, kernel 2: sums the block partials in a fixed order (deterministic),
-// writes the loss, then either the gradient (`grad`) or the optimizer update. A
-// non-finite loss records the step in *failed_step and leaves everything unchanged.
+// writes the loss (to loss_out and, if given, to history[step - 1 - step_counter[1]],
+// step_counter[1] being the first step of the running fit), then either the gradient
+// (`grad`) or the optimizer update for step step_counter[0]. A non-finite loss records
+// the step in *failed_step and leaves everything unchanged.
 template <class Model, class Optimizer>
 __global__ void reduce_update_kernel(const float* partials, int blocks, float scale, float* loss_out, float* grad,
-                                     Optimizer opt, typename Optimizer::constants c, float* params, float* state,
-                                     long step, long* failed_step) {
+                                     Optimizer opt, float* params, float* state, const long* step_counter,
+                                     float* history, long* failed_step) {
   constexpr std::size_t P = Model::parameter_count, N = P + 1;
   float loss = 0.0f;
   for (int b = 0; b < blocks; ++b) loss += partials[b * N + P];
   loss *= scale;
+  const long step = step_counter ? *step_counter : 1;  // counts from 1
   const std::size_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j == 0) *loss_out = loss;
+  if (j == 0) {
+    *loss_out = loss;
+    if (history) history[step - 1 - step_counter[1]] = loss;
+  }
   if (!isfinite(loss)) {
-    if (j == 0 && failed_step) atomicCAS(reinterpret_cast<unsigned long long*>(failed_step), ~0ull, (unsigned long long)step);
+    if (j == 0 && failed_step)
+      atomicCAS(reinterpret_cast<unsigned long long*>(failed_step), ~0ull, (unsigned long long)(step - 1));
     return;
   }
   if (j >= P) return;
@@ -91,7 +101,7 @@ __global__ void reduce_update_kernel(const float* partials, int blocks, float sc
   for (int b = 0; b < blocks; ++b) g += partials[b * N + j];
   g *= scale;
   if (grad) grad[j] = g;
-  if (params) update_one(opt, c, params[j], g, state, j, P);
+  if (params) update_one(opt, opt.at_step(step), params[j], g, state, j, P);
 }
 
 // The whole training loop in one launch of one block: parameters and optimizer state

@@ -26,6 +26,57 @@ struct device_scalar {
   }
 };
 
+namespace detail {
+// An instantiated CUDA graph and what it was captured for. Copies start empty: a graph
+// holds the pointers of the state that captured it.
+class graph_cache {
+ public:
+  struct key_type {
+    const float* x;
+    const float* y;
+    std::size_t batch, epochs;
+    std::string settings;  // the bytes of the loss and optimizer objects, baked into the kernels
+    bool operator==(const key_type&) const = default;
+  };
+  graph_cache() = default;
+  graph_cache(const graph_cache&) {}
+  graph_cache& operator=(const graph_cache&) { return *this; }
+  ~graph_cache() { reset(); }
+
+  bool holds(const key_type& k) const { return exec_ && key_ == k; }
+  void reset() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (stream_) cudaStreamDestroy(stream_);
+    exec_ = nullptr;
+    stream_ = nullptr;
+  }
+  cudaStream_t stream() {
+    if (!stream_) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return stream_;
+  }
+  // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`.
+  template <class Record>
+  void capture(const key_type& k, Record record) {
+    if (exec_) TL_CUDA_CHECK(cudaGraphExecDestroy(exec_));
+    exec_ = nullptr;
+    cudaGraph_t graph;
+    TL_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    record(stream_);
+    TL_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    TL_CUDA_CHECK(status);
+    key_ = k;
+  }
+  void launch() { TL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  key_type key_{};
+};
+}  // namespace detail
+
 template <model Model, class Optimizer>
 struct cuda_train_state {
   static constexpr std::size_t P = Model::parameter_count;
@@ -34,7 +85,11 @@ struct cuda_train_state {
   long step = 0;
   thrust::device_vector<float> params, optimizer_state, loss;
   thrust::device_vector<float> partials;  // per-block sums of the per-step path
+  thrust::device_vector<float> history;   // loss per epoch of the running fit
   thrust::device_vector<long> failed_step = thrust::device_vector<long>(1, -1);
+  // The device's copy of `step`, and the step a running fit() started from.
+  thrust::device_vector<long> step_counter = thrust::device_vector<long>(2, 0);
+  detail::graph_cache graph;  // the per-step path of fit(), captured once per shape
 
   cuda_train_state(Model m, const parameters<Model>& p, Optimizer opt)
       : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, 0.0f),
@@ -54,6 +109,7 @@ cuda_train_state<Model, Optimizer> to_device(const train_state<Model, Optimizer>
   cuda_train_state<Model, Optimizer> d(s.model, s.params, s.optimizer);
   d.optimizer_state.assign(s.optimizer_state.begin(), s.optimizer_state.end());
   d.step = s.step;
+  d.step_counter[0] = s.step;
   return d;
 }
 
@@ -74,17 +130,42 @@ inline int step_blocks(std::size_t batch) {
 }
 
 // Kernel 1 of the per-step path; leaves per-block partials in `partials`.
+template <model Model>
+int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
+  const int blocks = step_blocks(batch);
+  if (partials.size() < blocks * (Model::parameter_count + 1)) partials.resize(blocks * (Model::parameter_count + 1));
+  return blocks;
+}
+
 template <model Model, class Loss>
 int launch_partials(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
-                    const device_matrix& y, thrust::device_vector<float>& partials) {
+                    const device_matrix& y, thrust::device_vector<float>& partials, long* step_counter,
+                    cudaStream_t stream = 0) {
   constexpr std::size_t N = Model::parameter_count + 1;
-  const int blocks = step_blocks(x.batch);
-  if (partials.size() < blocks * N) partials.resize(blocks * N);
+  const int blocks = size_partials<Model>(x.batch, partials);
   const std::size_t shared = (step_threads / gpu::warp_size) * N * sizeof(float);
-  gpu::partial_sums_kernel<<<blocks, step_threads, shared>>>(model, loss, params, x.data(), y.data(), x.batch,
-                                                             thrust::raw_pointer_cast(partials.data()));
+  gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(
+      model, loss, params, x.data(), y.data(), x.batch, thrust::raw_pointer_cast(partials.data()), step_counter);
   TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
   return blocks;
+}
+
+// One fused step (two kernels) on `stream`; the loss goes to s.loss and, when
+// `record_history`, to s.history (indexed from the fit's first step).
+template <model Model, class Optimizer, class Loss>
+void enqueue_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
+                  const device_matrix& y, cudaStream_t stream, bool record_history) {
+  constexpr std::size_t P = Model::parameter_count;
+  float* params = thrust::raw_pointer_cast(s.params.data());
+  long* counter = thrust::raw_pointer_cast(s.step_counter.data());
+  const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, stream);
+  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
+  gpu::reduce_update_kernel<Model, Optimizer><<<(P + 255) / 256, 256, 0, stream>>>(
+      thrust::raw_pointer_cast(s.partials.data()), blocks, scale, thrust::raw_pointer_cast(s.loss.data()), nullptr,
+      s.optimizer, params, thrust::raw_pointer_cast(s.optimizer_state.data()), counter,
+      record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
+      thrust::raw_pointer_cast(s.failed_step.data()));
+  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
 }
 
 inline void throw_if_failed(const thrust::device_vector<long>& failed_step, const char* where) {
@@ -103,15 +184,7 @@ template <model Model, class Optimizer, class Loss>
 device_scalar train_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
                          const device_matrix& y) {
   detail::check_device_batch<Model>("train_step", x, &y);
-  constexpr std::size_t P = Model::parameter_count;
-  float* params = thrust::raw_pointer_cast(s.params.data());
-  const int blocks = detail::launch_partials(s.model, loss, params, x, y, s.partials);
-  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  detail::gpu::reduce_update_kernel<Model, Optimizer><<<(P + 255) / 256, 256>>>(
-      thrust::raw_pointer_cast(s.partials.data()), blocks, scale, thrust::raw_pointer_cast(s.loss.data()), nullptr,
-      s.optimizer, s.optimizer.at_step(s.step + 1), params, thrust::raw_pointer_cast(s.optimizer_state.data()),
-      s.step, thrust::raw_pointer_cast(s.failed_step.data()));
-  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  detail::enqueue_step(s, loss, x, y, 0, false);
   ++s.step;
   return {thrust::raw_pointer_cast(s.loss.data())};
 }
@@ -123,6 +196,7 @@ void check_finite(const cuda_train_state<Model, Optimizer>& s) {
 
 struct cuda_fit_options : fit_options {
   bool one_launch = true;  // the whole loop in one kernel when the problem fits one block
+  int threads = 0;         // threads of that block; 0 = one per sample, at most 256
 };
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
@@ -133,34 +207,46 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
   detail::check_device_batch<Model>("fit", x, &y);
   constexpr std::size_t P = Model::parameter_count, N = P + 1, S = Optimizer::state_slots;
   fit_result result;
-  thrust::device_vector<float> history(epochs, 0.0f);
+  if (s.history.size() < epochs) s.history.resize(epochs);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
   const long first_step = s.step;
   s.failed_step[0] = -1;
   const auto start = std::chrono::steady_clock::now();
   const bool one_block = options.one_launch && P <= 1024 && x.batch <= 16384;
   if (one_block) {
-    const int threads = static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
+    const int threads = options.threads > 0 ? (options.threads + 31) / 32 * 32
+                                            : static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
     const std::size_t shared = (P + S * P + N + (threads / 32) * N) * sizeof(float);
     detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
         s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
         thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
-        thrust::raw_pointer_cast(history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
+        thrust::raw_pointer_cast(s.history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
     TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
   } else {
-    for (std::size_t e = 0; e < epochs; ++e) {
-      train_step(s, loss, x, y);
-      TL_CUDA_CHECK(cudaMemcpyAsync(thrust::raw_pointer_cast(history.data()) + e,
-                                    thrust::raw_pointer_cast(s.loss.data()), sizeof(float), cudaMemcpyDeviceToDevice));
+    // The fused per-step kernels, all epochs captured once as a CUDA graph and replayed
+    // by later fits of the same shape. The step number lives on the device, the
+    // history is indexed from it, so the graph bakes in no step.
+    const long counters[2] = {first_step, first_step};
+    thrust::copy(counters, counters + 2, s.step_counter.begin());
+    detail::size_partials<Model>(x.batch, s.partials);  // no allocation during capture
+    std::string settings(reinterpret_cast<const char*>(&loss), sizeof loss);
+    settings.append(reinterpret_cast<const char*>(&s.optimizer), sizeof s.optimizer);
+    const detail::graph_cache::key_type key{x.data(), y.data(), x.batch, epochs, std::move(settings)};
+    if (!s.graph.holds(key)) {
+      s.graph.capture(key, [&](cudaStream_t stream) {
+        for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
+      });
     }
+    s.graph.launch();
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const long failed = s.failed_step[0];
   const std::size_t done = failed >= 0 ? std::size_t(failed - first_step) : epochs;
   s.step = first_step + long(done);  // steps after a non-finite loss were not applied
+  s.step_counter[0] = s.step;
   result.loss_history.resize(done);
-  thrust::copy(history.begin(), history.begin() + long(done), result.loss_history.begin());
+  thrust::copy(s.history.begin(), s.history.begin() + long(done), result.loss_history.begin());
   detail::throw_if_failed(s.failed_step, "fit");
   return result;
 }
@@ -172,12 +258,12 @@ loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, co
   detail::check_device_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
   thrust::device_vector<float> p(params.data(), params.data() + P), grad(P), out(1), partials;
-  const int blocks = detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials);
+  const int blocks =
+      detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  const sgd unused{};
   detail::gpu::reduce_update_kernel<Model, sgd><<<(P + 255) / 256, 256>>>(
       thrust::raw_pointer_cast(partials.data()), blocks, scale, thrust::raw_pointer_cast(out.data()),
-      thrust::raw_pointer_cast(grad.data()), unused, unused.at_step(1), nullptr, nullptr, 0, nullptr);
+      thrust::raw_pointer_cast(grad.data()), sgd{}, nullptr, nullptr, nullptr, nullptr, nullptr);
   TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
   loss_and_gradient<Model> result{out[0], parameters<Model>{}};
   thrust::copy(grad.begin(), grad.end(), result.gradient.data());
