@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <vector>
 
 #include "seed_fit.hpp"
 #include "tapeless/cuda.hpp"
@@ -185,3 +186,24 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
+
+namespace {
+__global__ void tanh_kernel(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = tl::math::tanh(x[i]);
+}
+
+TEST(DeviceMath, TanhAbsoluteErrorBelow4e7) {
+  std::vector<float> xs;
+  for (float x = -30.0f; x <= 30.0f; x += 0.000731f) xs.push_back(x);
+  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(xs.size());
+  tanh_kernel<<<int((xs.size() + 255) / 256), 256>>>(thrust::raw_pointer_cast(dx.data()),
+                                                     thrust::raw_pointer_cast(dy.data()), int(xs.size()));
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ys(xs.size());
+  thrust::copy(dy.begin(), dy.end(), ys.begin());
+  double worst = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) worst = std::max(worst, std::abs(ys[i] - std::tanh(double(xs[i]))));
+  EXPECT_LT(worst, 4e-7);
+}
+}  // namespace
