@@ -73,7 +73,40 @@ def jax_runs():
     out["jax_jit_step_us"] = statistics.median(a)
     out["jax_fori_loop_us"] = statistics.median(b)
 
-for f in (torch_runs, jax_runs):
+def jax_scaled():
+    """Scaled fit: 2^20 points, 1-64-64-1 gelu, Adam, 100 steps."""
+    import jax, jax.numpy as jnp
+    n = 1 << 20
+    xs = jnp.linspace(-2, 2, n, dtype=jnp.float32)[None, :]
+    ys = xs**2 - 2 * xs
+    def init(key):
+        ks = jax.random.split(key, 3)
+        u = lambda k, shape, fan: jax.random.uniform(k, shape, minval=-np.sqrt(6 / fan), maxval=np.sqrt(6 / fan))
+        return {"w1": u(ks[0], (64, 1), 65), "b1": jnp.zeros((64, 1)), "w2": u(ks[1], (64, 64), 128),
+                "b2": jnp.zeros((64, 1)), "w3": u(ks[2], (1, 64), 65), "b3": jnp.zeros((1, 1))}
+    def loss_fn(p):
+        h = jax.nn.gelu(p["w1"] @ xs + p["b1"], approximate=True)
+        h = jax.nn.gelu(p["w2"] @ h + p["b2"], approximate=True)
+        return jnp.mean((p["w3"] @ h + p["b3"] - ys) ** 2)
+    def step(state):
+        p, m, v, t = state
+        g = jax.grad(loss_fn)(p); t = t + 1
+        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = jax.tree.map(lambda p, m, v: p - 0.01 * (m / (1 - 0.9**t)) / (jnp.sqrt(v / (1 - 0.999**t)) + 1e-8), p, m, v)
+        return (p, m, v, t)
+    def fresh():
+        p = init(jax.random.PRNGKey(0)); z = jax.tree.map(jnp.zeros_like, p)
+        return (p, z, z, jnp.float32(0))
+    loop = jax.jit(lambda s: jax.lax.fori_loop(0, 100, lambda i, s: step(s), s))
+    jax.block_until_ready(loop(fresh()))
+    times = []
+    for _ in range(5):
+        s = fresh(); jax.block_until_ready(s); t0 = time.perf_counter()
+        jax.block_until_ready(loop(s)); times.append((time.perf_counter() - t0) / 100 * 1e6)
+    out["jax_scaled_fori_loop_us"] = statistics.median(times)
+
+for f in (torch_runs, jax_runs, jax_scaled):
     try: f()
     except Exception as e: print(f"{f.__name__} failed: {e!r}")
 for k, v in out.items(): print(f"{k} {v:.3f}")

@@ -13,7 +13,7 @@ ninja -C build-gpu >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 build-gpu/tests/test_gpu 2>&1 | tee "$logs/test_gpu.log" | tail -25
 gpu_tests=${PIPESTATUS[0]}
-filter='--gtest_filter=SeedFit.*:TrainStep.*:GpuMatchesCpu.Gelu:Errors.*:LargeBatch.*'
+filter='--gtest_filter=SeedFit.*:TrainStep.*:GpuMatchesCpu.Gelu:Errors.*:TiledPath.SanitizerSizedBatch'
 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/test_gpu "$filter" >"$logs/memcheck.log" 2>&1
 memcheck=$?; tail -3 "$logs/memcheck.log"
 compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/test_gpu "$filter" >"$logs/racecheck.log" 2>&1
@@ -21,8 +21,9 @@ racecheck=$?; tail -3 "$logs/racecheck.log"
 build-gpu/examples/polyfit --csv "$logs/polyfit.csv" | tee "$logs/polyfit.log"
 tl=$(build-gpu/bench/seed_fit_gpu 100 | tee "$logs/tapeless.log")
 cpu=$(build-gpu/bench/seed_fit_step 100)
+scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
 peers=$(PYTHONUNBUFFERED=1 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
-get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"; }
+get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
 one=$(get tapeless_gpu_one_launch_us)
 echo
 echo "GPU tests exit $gpu_tests, memcheck exit $memcheck, racecheck exit $racecheck"
@@ -32,3 +33,5 @@ for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_32threads_us tapeles
   v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.1f× |\n" "$k" "$v" "$(python3 -c "print($v / $one)")"
 done
 echo "torch.compile first step: $(get torch_compile_first_step_s) s"
+echo "scaled fit (2^20 points, 1-64-64-1, 100 steps): tapeless $(get tapeless_scaled_step_us) µs/step, jax fori_loop $(get jax_scaled_fori_loop_us) µs/step"
+tail -1 <<<"$scaled"

@@ -207,3 +207,44 @@ TEST(DeviceMath, TanhAbsoluteErrorBelow4e7) {
   EXPECT_LT(worst, 4e-7);
 }
 }  // namespace
+
+namespace {
+// The scaled fit's shape (1-64-64-1, 4353 parameters) runs the tiled kernels.
+auto wide_model() { return tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>()); }
+
+TEST(TiledPath, LossAndGradientMatchCpu) {
+  const auto model = wide_model();
+  for (std::size_t batch : {1u, 33u, 3000u, 70000u}) {
+    const auto data = seed_fit::make_data(9, batch);
+    tl::rng gen(batch);
+    auto params = tl::init(model, gen);
+    for (float& v : tl::flat(params)) v += 0.05f * gen.uniform(-1, 1);
+    const auto cpu = tl::value_and_grad(tl::mse, model, params, data.x, data.y);
+    const auto gpu = tl::value_and_grad(tl::mse, model, params, tl::to_device(data.x), tl::to_device(data.y));
+    EXPECT_LE(std::abs(gpu.loss - cpu.loss) / cpu.loss, 1e-5) << batch;
+    EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), 1e-5) << batch;
+  }
+}
+
+TEST(TiledPath, SanitizerSizedBatch) {  // small enough for racecheck, 4 tiles and a partial one
+  const auto model = wide_model();
+  const auto data = seed_fit::make_data(8, 100);
+  tl::rng gen(3);
+  const auto params = tl::init(model, gen);
+  const auto cpu = tl::value_and_grad(tl::mse, model, params, data.x, data.y);
+  const auto gpu = tl::value_and_grad(tl::mse, model, params, tl::to_device(data.x), tl::to_device(data.y));
+  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), 1e-5);
+}
+
+TEST(TiledPath, FitMatchesCpu) {
+  const auto model = wide_model();
+  const auto data = seed_fit::make_data(4, 4096);
+  tl::rng gen(2);
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{0.01f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, data.x, data.y, 20, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 20);
+  for (std::size_t e = 0; e < 20; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]);
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+}
+}  // namespace

@@ -13,6 +13,7 @@
 #include "tapeless/cpu/train.hpp"
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/tiled.hpp"
 
 namespace tl {
 
@@ -124,15 +125,35 @@ void check_device_batch(const char* where, const device_matrix& x, const device_
 }
 
 inline constexpr int step_threads = 256;
+// Models with more gradient sums than this per thread use the tiled kernels.
+inline constexpr std::size_t per_thread_gradient_limit = 256;
 
-inline int step_blocks(std::size_t batch) {
-  return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
+template <model Model>
+inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
+
+inline int multiprocessors() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    TL_CUDA_CHECK(cudaGetDevice(&device));
+    TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+template <model Model>
+int step_blocks(std::size_t batch) {
+  if constexpr (per_thread_gradients<Model>) {
+    return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
+  } else {  // persistent blocks, each summing many tiles
+    return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 4 * multiprocessors()));
+  }
 }
 
 // Kernel 1 of the per-step path; leaves per-block partials in `partials`.
 template <model Model>
 int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
-  const int blocks = step_blocks(batch);
+  const int blocks = step_blocks<Model>(batch);
   if (partials.size() < blocks * (Model::parameter_count + 1)) partials.resize(blocks * (Model::parameter_count + 1));
   return blocks;
 }
@@ -143,10 +164,25 @@ int launch_partials(const Model& model, const Loss& loss, const float* params, c
                     cudaStream_t stream = 0) {
   constexpr std::size_t N = Model::parameter_count + 1;
   const int blocks = size_partials<Model>(x.batch, partials);
-  const std::size_t shared = (step_threads / gpu::warp_size) * N * sizeof(float);
-  gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(
-      model, loss, params, x.data(), y.data(), x.batch, thrust::raw_pointer_cast(partials.data()), step_counter);
-  TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  float* out = thrust::raw_pointer_cast(partials.data());
+  if constexpr (per_thread_gradients<Model>) {
+    const std::size_t shared = (step_threads / gpu::warp_size) * N * sizeof(float);
+    gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
+                                                                       x.batch, out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  } else {
+    constexpr std::size_t shared = gpu::tiled_layout<Model>::shared_floats * sizeof(float);
+    static_assert(shared <= 200 * 1024, "tapeless: the model's activations for one tile exceed shared memory");
+    static const bool configured = [] {
+      TL_CUDA_CHECK(cudaFuncSetAttribute(gpu::tiled_partial_sums_kernel<Model, Loss>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+      return true;
+    }();
+    (void)configured;
+    gpu::tiled_partial_sums_kernel<<<blocks, gpu::tiled_threads, shared, stream>>>(model, loss, params, x.data(),
+                                                                                  y.data(), x.batch, out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("tiled_partial_sums_kernel");
+  }
   return blocks;
 }
 
@@ -212,16 +248,19 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
   const long first_step = s.step;
   s.failed_step[0] = -1;
   const auto start = std::chrono::steady_clock::now();
-  const bool one_block = options.one_launch && P <= 1024 && x.batch <= 16384;
+  bool one_block = false;
+  if constexpr (detail::per_thread_gradients<Model>) one_block = options.one_launch && x.batch <= 16384;
   if (one_block) {
-    const int threads = options.threads > 0 ? (options.threads + 31) / 32 * 32
-                                            : static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
-    const std::size_t shared = (P + S * P + N + (threads / 32) * N) * sizeof(float);
-    detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
-        s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
-        thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
-        thrust::raw_pointer_cast(s.history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
-    TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
+    if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
+      const int threads = options.threads > 0 ? (options.threads + 31) / 32 * 32
+                                              : static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
+      const std::size_t shared = (P + S * P + N + (threads / 32) * N) * sizeof(float);
+      detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
+          s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
+          thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
+          thrust::raw_pointer_cast(s.history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
+      TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
+    }
   } else {
     // The fused per-step kernels, all epochs captured once as a CUDA graph and replayed
     // by later fits of the same shape. The step number lives on the device, the

@@ -1,0 +1,47 @@
+// Per-step GPU time of the scaled fit: 2^20 points, 1-64-64-1 gelu, MSE, Adam(0.01),
+// 100 steps through fit() (tiled per-step kernels replayed as a CUDA graph); median
+// of several runs, CUDA events.   build-gpu/bench/scaled_fit_gpu [repetitions]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "seed_fit.hpp"
+#include "tapeless/cuda.hpp"
+
+int main(int argc, char** argv) {
+  const int repetitions = argc > 1 ? std::atoi(argv[1]) : 7;
+  constexpr std::size_t points = std::size_t(1) << 20, steps = 100;
+  tl::cuda_device(0);
+  const auto model = tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>());
+  const auto data = seed_fit::make_data(1, points);
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  tl::rng gen(42);
+  const auto p0 = tl::init(model, gen);
+  tl::cuda_train_state s(model, p0, tl::adam{0.01f});
+  const tl::cuda_train_state initial = s;
+  cudaEvent_t start, stop;
+  TL_CUDA_CHECK(cudaEventCreate(&start));
+  TL_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> per_step;
+  float last = 0;
+  for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
+    thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
+    thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
+    s.step = 0;
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+    TL_CUDA_CHECK(cudaEventRecord(start));
+    last = tl::fit(s, tl::mse, x, y, steps).loss_history.back();
+    TL_CUDA_CHECK(cudaEventRecord(stop));
+    TL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
+  }
+  std::sort(per_step.begin(), per_step.end());
+  const double median = per_step[per_step.size() / 2];
+  const double flops = double(points) * 3 * 2 * (64 + 64 * 64 + 64);  // forward + backward, multiply-adds x 2
+  std::printf("tapeless_scaled_step_us %.1f\n", median);
+  std::printf("(median of %d runs of 100 steps; %.1f TFLOP/s of the %.1f GFLOP counted per step; final loss %.5f)\n",
+              repetitions, flops / (median * 1e-6) / 1e12, flops / 1e9, double(last));
+}
