@@ -142,6 +142,16 @@ TEST(TrainStep, LossStaysOnDeviceAndMatchesCpu) {
     EXPECT_NEAR(p.flat()[k], p0.flat()[k] - 0.05f * expected.gradient.flat()[k], 1e-6);
 }
 
+TEST(Apply, MatchesCpuAndMovesWithPipe) {
+  const auto data = seed_fit::make_data(2, 1000);
+  const auto params = seed_fit::initial_parameters();
+  tl::cuda_train_state s(seed_fit::make_model(), params, tl::adam{0.01f});
+  const tl::matrix gpu = tl::apply(s, data.x | tl::cuda_device()) | tl::cpu_device();
+  const tl::matrix cpu = tl::apply(seed_fit::make_model(), params, data.x);
+  ASSERT_EQ(gpu.batch(), 1000u);
+  for (std::size_t k = 0; k < 1000; ++k) EXPECT_NEAR(gpu(0, k), cpu(0, k), 1e-5f * std::max(1.0f, std::abs(cpu(0, k))));
+}
+
 TEST(Errors, WrongSizeBatchThrows) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});

@@ -56,6 +56,16 @@ inline device_matrix to_device(const matrix& m) {
   d.values.assign(m.data(), m.data() + m.size());
   return d;
 }
+// `x | tl::cuda_device()` moves a batch to the GPU; `d | tl::cpu_device()` back.
+inline device_matrix operator|(const matrix& m, const device& dev) {
+  if (!dev.is_cuda()) throw shape_error("tapeless: a host matrix | " + dev.name() + ": use a CUDA device");
+  return to_device(m);
+}
+inline matrix to_host(const device_matrix& d);
+inline matrix operator|(const device_matrix& d, const device& dev) {
+  if (dev.is_cuda()) throw shape_error("tapeless: a device matrix | " + dev.name() + ": use tl::cpu_device()");
+  return to_host(d);
+}
 inline matrix to_host(const device_matrix& d) {
   matrix m(d.features, d.batch);
   thrust::copy(d.values.begin(), d.values.end(), m.data());

@@ -104,6 +104,16 @@ __global__ void reduce_update_kernel(const float* partials, int blocks, float sc
   if (params) update_one(opt, opt.at_step(step), params[j], g, state, j, P);
 }
 
+// The model's outputs, one thread per sample.
+template <class Model>
+__global__ void apply_kernel(Model model, const float* params, const float* x, std::size_t batch, float* y) {
+  for (std::size_t s = blockIdx.x * blockDim.x + threadIdx.x; s < batch; s += std::size_t(gridDim.x) * blockDim.x) {
+    group_scratch<Model, 1, float> scratch;
+    const float* out = forward_group(model, params, x + s * Model::inputs, scratch);
+    for (std::size_t o = 0; o < Model::outputs; ++o) y[s * Model::outputs + o] = out[o];
+  }
+}
+
 // The whole training loop in one launch of one block: parameters and optimizer state
 // live in shared memory for all epochs; the loss history goes to global memory.
 template <class Model, class Loss, class Optimizer>

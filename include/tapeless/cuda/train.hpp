@@ -290,6 +290,25 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
   return result;
 }
 
+// The model's outputs for every sample of a device batch: (outputs, batch) on the device.
+template <model Model>
+device_matrix apply(const Model& model, const thrust::device_vector<float>& params, const device_matrix& x) {
+  detail::check_device_batch<Model>("apply", x, nullptr);
+  detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
+  device_matrix y{Model::outputs, x.batch, thrust::device_vector<float>(Model::outputs * x.batch)};
+  const int blocks = static_cast<int>(std::min<std::size_t>((x.batch + 255) / 256, 4096));
+  if (blocks > 0) {
+    detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch,
+                                               thrust::raw_pointer_cast(y.values.data()));
+    TL_CUDA_CHECK_LAUNCH("apply_kernel");
+  }
+  return y;
+}
+template <model Model, class Optimizer>
+device_matrix apply(const cuda_train_state<Model, Optimizer>& s, const device_matrix& x) {
+  return apply(s.model, s.params, x);
+}
+
 // Loss and gradient on the GPU, copied back (for checks and tools, not for training).
 template <model Model, class Loss>
 loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, const parameters<Model>& params,
