@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "../support/expect_ad.hpp"
+#include "../support/gelu64.hpp"
 #include "seed_fit.hpp"
 
 namespace {
 
-double gelu64(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-double gelu64_slope(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = std::tanh(u);
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
-}
+using tl_test::gelu64;
+using tl_test::gelu64_slope;
 
 // The seed model in plain double: p = [W1(16), b1(16), W2(16), b2]; MSE; returns loss, fills grad.
 double seed_loss_and_grad(const std::vector<double>& p, const std::vector<double>& x, const std::vector<double>& y,

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "seed_fit.hpp"
+#include "../support/gelu64.hpp"
 
 namespace {
 
-double gelu64(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-double gelu64_slope(double x) {
-  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = std::tanh(u);
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
-}
+using tl_test::gelu64;
+using tl_test::gelu64_slope;
 
 // The seed fit in float64: returns the loss after `epochs` Adam steps.
 double seed_fit_float64(std::vector<double> p, const tl::matrix& xs, const tl::matrix& ys, int epochs) {
