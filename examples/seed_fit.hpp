@@ -26,7 +26,7 @@ inline data make_data(std::uint64_t seed = 1, std::size_t n = points) {
   tl::rng noise(seed);
   std::vector<float> xs(n), ys(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const double x = -2.0 + 4.0 * double(i) / double(n - 1);
+    const double x = n > 1 ? -2.0 + 4.0 * double(i) / double(n - 1) : 0.0;
     xs[i] = static_cast<float>(x);
     ys[i] = static_cast<float>(x * x - 2.0 * x + 0.1 * noise.normal());
   }

@@ -224,7 +224,7 @@ auto wide_model() { return tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 6
 
 TEST(TiledPath, LossAndGradientMatchCpu) {
   const auto model = wide_model();
-  for (std::size_t batch : {1u, 33u, 3000u, 70000u}) {
+  for (std::size_t batch : {2u, 33u, 3000u, 70000u}) {
     const auto data = seed_fit::make_data(9, batch);
     tl::rng gen(batch);
     auto params = tl::init(model, gen);
