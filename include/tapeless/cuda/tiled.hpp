@@ -38,8 +38,10 @@ struct tiled_layout {
   static constexpr std::size_t registers = total_slices<Model>(std::make_index_sequence<Model::depth>{});
   template <std::size_t L>
   static constexpr std::size_t slice = slice_offset<Model>(L, std::make_index_sequence<Model::depth>{});
-  // Shared floats: input tile, then each layer's outputs and slopes (deltas).
-  static constexpr std::size_t shared_floats = (Model::inputs + 2 * Model::activation_count) * tile_stride;
+  // Shared floats: input tile, each layer's outputs and slopes (deltas), then a copy
+  // of the parameters (read once per block instead of once per multiply-add).
+  static constexpr std::size_t activation_floats = (Model::inputs + 2 * Model::activation_count) * tile_stride;
+  static constexpr std::size_t shared_floats = activation_floats + Model::parameter_count;
 };
 
 template <class Model, std::size_t L>
@@ -80,15 +82,33 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
   constexpr std::size_t base = tiled_layout<Model>::template slice<L>;
   const float* in = tile_out<Model, L - 1>(shared);
   const float* delta = tile_slope<Model, L>(shared);  // already the layer's output delta
+  if constexpr (tiled_threads % In == 0) {
+    // Every entry this thread owns lies in one input column i: load in[i][s] once per
+    // sample and use it for all of them.
+    constexpr std::size_t rows_apart = tiled_threads / In;
+    const std::size_t i = threadIdx.x % In, o0 = threadIdx.x / In;
+    float sum[owned<W>] = {};
+    for (std::size_t s = 0; s < tile; ++s) {
+      const float a = in[i * tile_stride + s];
 #pragma unroll
-  for (std::size_t k = 0; k < owned<W>; ++k) {
-    const std::size_t e = threadIdx.x + k * tiled_threads;
-    if (e < W) {
-      const std::size_t o = e / In, i = e % In;
-      float sum = 0.0f;
+      for (std::size_t k = 0; k < owned<W>; ++k) {
+        const std::size_t o = o0 + k * rows_apart;
+        if (o < Out) sum[k] += delta[o * tile_stride + s] * a;
+      }
+    }
+#pragma unroll
+    for (std::size_t k = 0; k < owned<W>; ++k) acc[base + k] += sum[k];
+  } else {
+#pragma unroll
+    for (std::size_t k = 0; k < owned<W>; ++k) {
+      const std::size_t e = threadIdx.x + k * tiled_threads;
+      if (e < W) {
+        const std::size_t o = e / In, i = e % In;
+        float sum = 0.0f;
 #pragma unroll 8
-      for (std::size_t s = 0; s < tile; ++s) sum += delta[o * tile_stride + s] * in[i * tile_stride + s];
-      acc[base + k] += sum;
+        for (std::size_t s = 0; s < tile; ++s) sum += delta[o * tile_stride + s] * in[i * tile_stride + s];
+        acc[base + k] += sum;
+      }
     }
   }
 #pragma unroll
@@ -125,6 +145,9 @@ __global__ void __launch_bounds__(tiled_threads)
   constexpr std::size_t last = Model::depth - 1;
   extern __shared__ float shared[];
   if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
+  float* const local_params = shared + layout::activation_floats;
+  for (std::size_t p = threadIdx.x; p < Model::parameter_count; p += blockDim.x) local_params[p] = params[p];
+  params = local_params;  // visible to all after the first tile's barrier
   float acc[layout::registers] = {};
   float loss_sum = 0.0f;
   for (std::size_t first = blockIdx.x * tile; first < batch; first += std::size_t(gridDim.x) * tile) {
