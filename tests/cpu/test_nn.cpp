@@ -9,6 +9,7 @@
 
 #include "../support/expect_ad.hpp"
 #include "../support/gelu64.hpp"
+#include "../support/activations.hpp"
 #include "seed_fit.hpp"
 
 namespace {
@@ -133,18 +134,10 @@ void check_activation(Activation act) {
   check_model_gradient(act, tl::mse, false);
 }
 
-TEST(ModelGradient, Identity) { check_activation(tl::identity); }
-TEST(ModelGradient, Tanh) { check_activation(tl::tanh); }
-TEST(ModelGradient, Sigmoid) { check_activation(tl::sigmoid); }
-TEST(ModelGradient, Softplus) { check_activation(tl::softplus); }
-TEST(ModelGradient, Relu) { check_activation(tl::relu); }
-TEST(ModelGradient, LeakyRelu) { check_activation(tl::leaky_relu_fn(0.1)); }
-TEST(ModelGradient, Elu) { check_activation(tl::elu); }
-TEST(ModelGradient, Gelu) { check_activation(tl::gelu); }
-TEST(ModelGradient, GeluErf) { check_activation(tl::gelu_erf); }
-TEST(ModelGradient, Silu) { check_activation(tl::silu); }
-TEST(ModelGradient, Sin) { check_activation(tl::sin); }
-TEST(ModelGradient, Square) { check_activation(tl::square); }
+#define TL_ACTIVATION_TEST(Name, activation) \
+  TEST(ModelGradient, Name) { check_activation(activation); }
+TL_FOR_EACH_ACTIVATION(TL_ACTIVATION_TEST)
+#undef TL_ACTIVATION_TEST
 
 TEST(LossGradient, Mae) { check_model_gradient(tl::tanh, tl::mae, false); }
 TEST(LossGradient, Huber) {

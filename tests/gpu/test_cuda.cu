@@ -10,6 +10,7 @@
 
 #include "seed_fit.hpp"
 #include "tapeless/cuda.hpp"
+#include "../support/activations.hpp"
 
 namespace {
 
@@ -47,18 +48,10 @@ void check_activation(Activation act) {
   for (std::size_t batch : {1u, 37u, 300u, 5000u}) check_against_cpu(act, tl::mse, false, batch);
 }
 
-TEST(GpuMatchesCpu, Identity) { check_activation(tl::identity); }
-TEST(GpuMatchesCpu, Tanh) { check_activation(tl::tanh); }
-TEST(GpuMatchesCpu, Sigmoid) { check_activation(tl::sigmoid); }
-TEST(GpuMatchesCpu, Softplus) { check_activation(tl::softplus); }
-TEST(GpuMatchesCpu, Relu) { check_activation(tl::relu); }
-TEST(GpuMatchesCpu, LeakyRelu) { check_activation(tl::leaky_relu_fn(0.1)); }
-TEST(GpuMatchesCpu, Elu) { check_activation(tl::elu); }
-TEST(GpuMatchesCpu, Gelu) { check_activation(tl::gelu); }
-TEST(GpuMatchesCpu, GeluErf) { check_activation(tl::gelu_erf); }
-TEST(GpuMatchesCpu, Silu) { check_activation(tl::silu); }
-TEST(GpuMatchesCpu, Sin) { check_activation(tl::sin); }
-TEST(GpuMatchesCpu, Square) { check_activation(tl::square); }
+#define TL_ACTIVATION_TEST(Name, activation) \
+  TEST(GpuMatchesCpu, Name) { check_activation(activation); }
+TL_FOR_EACH_ACTIVATION(TL_ACTIVATION_TEST)
+#undef TL_ACTIVATION_TEST
 TEST(GpuMatchesCpu, Losses) {
   check_against_cpu(tl::tanh, tl::mae, false, 300);
   check_against_cpu(tl::tanh, tl::huber, false, 300);
