@@ -1,9 +1,15 @@
 // The per-step partial sums for models too large for per-thread gradients (the
-// scaled fit's 1-64-64-1 has 4353 parameters). A block takes tiles of T samples and
-// keeps the tile's activations and deltas in shared memory, layer by layer; each
-// thread owns a fixed slice of every layer's weight and bias gradient and accumulates
-// it in registers over all the block's tiles, so activations never leave the chip and
-// each block writes one partial, summed by reduce_update_kernel.
+// scaled fit's 1-64-64-1 has 4353 parameters). A block copies the parameters to
+// shared memory once, then takes tiles of 32 samples and keeps each tile's
+// activations and deltas in shared memory, layer by layer; each thread owns a fixed
+// slice of every layer's weight and bias gradient and accumulates it in registers
+// over all the block's tiles, so activations never leave the chip and each block
+// writes one partial, summed by reduce_update_kernel.
+//
+// Register blocking keeps shared-memory loads below one per multiply-add: a warp is
+// 32 samples of one tile, each thread computes several outputs (forward) or inputs
+// (backward) of its sample, and weights and deltas are read 16 bytes at a time where
+// the widths allow it (In a multiple of 4).
 #pragma once
 
 #include <cstddef>
@@ -13,8 +19,11 @@
 namespace tl::detail::gpu {
 
 inline constexpr int tiled_threads = 256;
-inline constexpr std::size_t tile = 32;              // samples per tile
-inline constexpr std::size_t tile_stride = tile + 1;  // padded rows: no bank conflicts
+inline constexpr std::size_t tile = 32;                         // samples per tile: one warp
+inline constexpr std::size_t groups = tiled_threads / tile;     // warps per block
+inline constexpr std::size_t tile_stride = tile + 1;            // outputs: odd stride, no bank conflicts
+inline constexpr std::size_t slope_stride = tile + 4;           // deltas: 16-byte rows for float4 reads
+inline constexpr std::size_t round4(std::size_t n) { return (n + 3) / 4 * 4; }
 
 template <std::size_t Count>
 inline constexpr std::size_t owned = (Count + tiled_threads - 1) / tiled_threads;
@@ -38,62 +47,107 @@ struct tiled_layout {
   static constexpr std::size_t registers = total_slices<Model>(std::make_index_sequence<Model::depth>{});
   template <std::size_t L>
   static constexpr std::size_t slice = slice_offset<Model>(L, std::make_index_sequence<Model::depth>{});
-  // Shared floats: input tile, each layer's outputs and slopes (deltas), then a copy
-  // of the parameters (read once per block instead of once per multiply-add).
-  static constexpr std::size_t activation_floats = (Model::inputs + 2 * Model::activation_count) * tile_stride;
-  static constexpr std::size_t shared_floats = activation_floats + Model::parameter_count;
+  // Shared floats: the parameters, the input tile and each layer's outputs, then each
+  // layer's slopes (deltas); every region starts 16-byte aligned.
+  static constexpr std::size_t params_floats = round4(Model::parameter_count);
+  static constexpr std::size_t output_floats = round4((Model::inputs + Model::activation_count) * tile_stride);
+  static constexpr std::size_t shared_floats = params_floats + output_floats + Model::activation_count * slope_stride;
 };
 
+// Layer L's outputs ([unit][tile_stride]); L = size_t(-1) is the input tile.
 template <class Model, std::size_t L>
 __device__ inline float* tile_out(float* shared) {
-  if constexpr (L == std::size_t(-1)) return shared;  // the input tile
-  else return shared + (Model::inputs + Model::template activation_offset<L>) * tile_stride;
+  if constexpr (L == std::size_t(-1)) {
+    return shared + tiled_layout<Model>::params_floats;
+  } else {
+    return shared + tiled_layout<Model>::params_floats +
+           (Model::inputs + Model::template activation_offset<L>) * tile_stride;
+  }
 }
 template <class Model, std::size_t L>
 __device__ inline float* tile_slope(float* shared) {
-  return shared + (Model::inputs + Model::activation_count + Model::template activation_offset<L>) * tile_stride;
+  return shared + tiled_layout<Model>::params_floats + tiled_layout<Model>::output_floats +
+         Model::template activation_offset<L> * slope_stride;
 }
+
+template <class Model, std::size_t L>
+inline constexpr bool float4_rows =
+    Model::template layer_type<L>::inputs % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
 
 template <class Model, std::size_t L = 0>
 __device__ inline void tile_forward(const Model& model, const float* params, float* shared) {
   using layer = typename Model::template layer_type<L>;
-  constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  constexpr std::size_t In = layer::inputs, Out = layer::outputs, R = (Out + groups - 1) / groups;
   const float* w = params + Model::template weight_offset<L>;
   const float* b = params + Model::template bias_offset<L>;
   const float* in = tile_out<Model, L - 1>(shared);
   float* out = tile_out<Model, L>(shared);
   float* slope = tile_slope<Model, L>(shared);
   const auto& act = model.template layer<L>().activation;
-  for (std::size_t item = threadIdx.x; item < Out * tile; item += blockDim.x) {
-    const std::size_t o = item / tile, s = item % tile;  // a warp: one output, 32 samples
-    float z = b[o];
-#pragma unroll 8
-    for (std::size_t i = 0; i < In; ++i) z += w[o * In + i] * in[i * tile_stride + s];
-    out[o * tile_stride + s] = act.value_and_derivative(z, slope[o * tile_stride + s]);
+  const std::size_t s = threadIdx.x % tile, g = threadIdx.x / tile;  // outputs g, g + groups, ...
+  float z[R];
+#pragma unroll
+  for (std::size_t r = 0; r < R; ++r) z[r] = g + groups * r < Out ? b[g + groups * r] : 0.0f;
+  if constexpr (float4_rows<Model, L>) {
+    for (std::size_t i = 0; i < In; i += 4) {
+      const float a0 = in[i * tile_stride + s], a1 = in[(i + 1) * tile_stride + s];
+      const float a2 = in[(i + 2) * tile_stride + s], a3 = in[(i + 3) * tile_stride + s];
+#pragma unroll
+      for (std::size_t r = 0; r < R; ++r) {
+        const std::size_t o = g + groups * r;
+        if (o < Out) {
+          const float4 w4 = *reinterpret_cast<const float4*>(w + o * In + i);
+          z[r] += w4.x * a0;
+          z[r] += w4.y * a1;
+          z[r] += w4.z * a2;
+          z[r] += w4.w * a3;
+        }
+      }
+    }
+  } else {
+    for (std::size_t i = 0; i < In; ++i) {
+      const float a = in[i * tile_stride + s];
+#pragma unroll
+      for (std::size_t r = 0; r < R; ++r)
+        if (g + groups * r < Out) z[r] += w[(g + groups * r) * In + i] * a;
+    }
+  }
+#pragma unroll
+  for (std::size_t r = 0; r < R; ++r) {
+    const std::size_t o = g + groups * r;
+    if (o < Out) out[o * tile_stride + s] = act.value_and_derivative(z[r], slope[o * slope_stride + s]);
   }
   __syncthreads();
   if constexpr (L + 1 < Model::depth) tile_forward<Model, L + 1>(model, params, shared);
 }
 
-template <class Model, std::size_t L = Model::depth - 1, std::size_t R>
-__device__ inline void tile_backward(const float* params, float* shared, float (&acc)[R]) {
+// Layer L's weight and bias gradients, added into this thread's slice.
+template <class Model, std::size_t L, std::size_t R>
+__device__ inline void tile_weight_gradient(float* shared, float (&acc)[R]) {
   using layer = typename Model::template layer_type<L>;
   constexpr std::size_t In = layer::inputs, Out = layer::outputs, W = layer::weight_count;
   constexpr std::size_t base = tiled_layout<Model>::template slice<L>;
   const float* in = tile_out<Model, L - 1>(shared);
-  const float* delta = tile_slope<Model, L>(shared);  // already the layer's output delta
+  const float* delta = tile_slope<Model, L>(shared);
   if constexpr (tiled_threads % In == 0) {
     // Every entry this thread owns lies in one input column i: load in[i][s] once per
-    // sample and use it for all of them.
+    // sample for all of them, and the deltas four samples at a time.
     constexpr std::size_t rows_apart = tiled_threads / In;
     const std::size_t i = threadIdx.x % In, o0 = threadIdx.x / In;
     float sum[owned<W>] = {};
-    for (std::size_t s = 0; s < tile; ++s) {
-      const float a = in[i * tile_stride + s];
+    for (std::size_t s = 0; s < tile; s += 4) {
+      const float a0 = in[i * tile_stride + s], a1 = in[i * tile_stride + s + 1];
+      const float a2 = in[i * tile_stride + s + 2], a3 = in[i * tile_stride + s + 3];
 #pragma unroll
       for (std::size_t k = 0; k < owned<W>; ++k) {
         const std::size_t o = o0 + k * rows_apart;
-        if (o < Out) sum[k] += delta[o * tile_stride + s] * a;
+        if (o < Out) {
+          const float4 d4 = *reinterpret_cast<const float4*>(delta + o * slope_stride + s);
+          sum[k] += d4.x * a0;
+          sum[k] += d4.y * a1;
+          sum[k] += d4.z * a2;
+          sum[k] += d4.w * a3;
+        }
       }
     }
 #pragma unroll
@@ -105,8 +159,7 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
       if (e < W) {
         const std::size_t o = e / In, i = e % In;
         float sum = 0.0f;
-#pragma unroll 8
-        for (std::size_t s = 0; s < tile; ++s) sum += delta[o * tile_stride + s] * in[i * tile_stride + s];
+        for (std::size_t s = 0; s < tile; ++s) sum += delta[o * slope_stride + s] * in[i * tile_stride + s];
         acc[base + k] += sum;
       }
     }
@@ -116,20 +169,65 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
     const std::size_t o = threadIdx.x + k * tiled_threads;
     if (o < Out) {
       float sum = 0.0f;
-      for (std::size_t s = 0; s < tile; ++s) sum += delta[o * tile_stride + s];
+      for (std::size_t s = 0; s < tile; ++s) sum += delta[o * slope_stride + s];
       acc[base + owned<W> + k] += sum;
     }
   }
-  if constexpr (L > 0) {
-    const float* w = params + Model::template weight_offset<L>;
-    float* below = tile_slope<Model, L - 1>(shared);
-    for (std::size_t item = threadIdx.x; item < In * tile; item += blockDim.x) {
-      const std::size_t i = item / tile, s = item % tile;
-      float d = 0.0f;
-#pragma unroll 8
-      for (std::size_t o = 0; o < Out; ++o) d += w[o * In + i] * delta[o * tile_stride + s];
-      below[i * tile_stride + s] *= d;
+}
+
+// The delta below layer L: slope[L-1] *= W^T delta[L], each thread several inputs of
+// its sample.
+template <class Model, std::size_t L>
+__device__ inline void tile_input_delta(const float* params, float* shared) {
+  using layer = typename Model::template layer_type<L>;
+  constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  const float* w = params + Model::template weight_offset<L>;
+  const float* delta = tile_slope<Model, L>(shared);
+  float* below = tile_slope<Model, L - 1>(shared);
+  const std::size_t s = threadIdx.x % tile, g = threadIdx.x / tile;
+  if constexpr (float4_rows<Model, L>) {
+    constexpr std::size_t Q = (In + 4 * groups - 1) / (4 * groups);  // blocks of 4 inputs: 4(g + groups q)
+    float d[Q][4] = {};
+    for (std::size_t o = 0; o < Out; ++o) {
+      const float dl = delta[o * slope_stride + s];
+#pragma unroll
+      for (std::size_t q = 0; q < Q; ++q) {
+        const std::size_t i = 4 * (g + groups * q);
+        if (i < In) {
+          const float4 w4 = *reinterpret_cast<const float4*>(w + o * In + i);
+          d[q][0] += w4.x * dl;
+          d[q][1] += w4.y * dl;
+          d[q][2] += w4.z * dl;
+          d[q][3] += w4.w * dl;
+        }
+      }
     }
+#pragma unroll
+    for (std::size_t q = 0; q < Q; ++q) {
+      const std::size_t i = 4 * (g + groups * q);
+      if (i < In)
+        for (std::size_t j = 0; j < 4; ++j) below[(i + j) * slope_stride + s] *= d[q][j];
+    }
+  } else {
+    constexpr std::size_t Q = (In + groups - 1) / groups;  // inputs g + groups q
+    float d[Q] = {};
+    for (std::size_t o = 0; o < Out; ++o) {
+      const float dl = delta[o * slope_stride + s];
+#pragma unroll
+      for (std::size_t q = 0; q < Q; ++q)
+        if (g + groups * q < In) d[q] += w[o * In + g + groups * q] * dl;
+    }
+#pragma unroll
+    for (std::size_t q = 0; q < Q; ++q)
+      if (g + groups * q < In) below[(g + groups * q) * slope_stride + s] *= d[q];
+  }
+}
+
+template <class Model, std::size_t L = Model::depth - 1, std::size_t R>
+__device__ inline void tile_backward(const float* params, float* shared, float (&acc)[R]) {
+  tile_weight_gradient<Model, L>(shared, acc);
+  if constexpr (L > 0) {
+    tile_input_delta<Model, L>(params, shared);  // writes slope[L-1], which the line above does not read
     __syncthreads();
     tile_backward<Model, L - 1>(params, shared, acc);
   }
@@ -138,23 +236,24 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
 // Per-step partial sums, tiled: the same output as partial_sums_kernel.
 template <class Model, class Loss>
 __global__ void __launch_bounds__(tiled_threads)
-    tiled_partial_sums_kernel(Model model, Loss loss, const float* params, const float* x, const float* y,
+    tiled_partial_sums_kernel(Model model, Loss loss, const float* global_params, const float* x, const float* y,
                               std::size_t batch, float* partials, long* step_counter) {
   using layout = tiled_layout<Model>;
   constexpr std::size_t In = Model::inputs, Out = Model::outputs, N = Model::parameter_count + 1;
   constexpr std::size_t last = Model::depth - 1;
-  extern __shared__ float shared[];
+  extern __shared__ float4 shared_storage[];  // float4: 16-byte alignment for the float4 reads
+  float* shared = reinterpret_cast<float*>(shared_storage);
   if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
-  float* const local_params = shared + layout::activation_floats;
-  for (std::size_t p = threadIdx.x; p < Model::parameter_count; p += blockDim.x) local_params[p] = params[p];
-  params = local_params;  // visible to all after the first tile's barrier
+  for (std::size_t p = threadIdx.x; p < Model::parameter_count; p += blockDim.x) shared[p] = global_params[p];
+  const float* params = shared;  // visible to all after the first tile's barrier
   float acc[layout::registers] = {};
   float loss_sum = 0.0f;
+  float* input = tile_out<Model, std::size_t(-1)>(shared);
   for (std::size_t first = blockIdx.x * tile; first < batch; first += std::size_t(gridDim.x) * tile) {
     const std::size_t count = batch - first < tile ? batch - first : tile;
     for (std::size_t item = threadIdx.x; item < In * tile; item += blockDim.x) {
       const std::size_t i = item / tile, s = item % tile;
-      shared[i * tile_stride + s] = s < count ? x[(first + s) * In + i] : 0.0f;
+      input[i * tile_stride + s] = s < count ? x[(first + s) * In + i] : 0.0f;
     }
     __syncthreads();
     tile_forward(model, params, shared);
@@ -166,7 +265,8 @@ __global__ void __launch_bounds__(tiled_threads)
         target[o] = s < count ? y[(first + s) * Out + o] : yhat[o];
       }
       loss.template group<Out, 1>(yhat, target, dout, &l);
-      for (std::size_t o = 0; o < Out; ++o) tile_slope<Model, last>(shared)[o * tile_stride + s] *= s < count ? dout[o] : 0.0f;
+      for (std::size_t o = 0; o < Out; ++o)
+        tile_slope<Model, last>(shared)[o * slope_stride + s] *= s < count ? dout[o] : 0.0f;
       if (s < count) loss_sum += l;
     }
     __syncthreads();
