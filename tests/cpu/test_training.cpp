@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "seed_fit.hpp"
@@ -110,6 +111,24 @@ TEST(LargeBatch, ChunkedSumsMatchOneSampleAtATime) {
   }
   EXPECT_NEAR(all.loss, loss, 1e-6 * loss);
   for (int k = 0; k < 49; ++k) EXPECT_NEAR(all.gradient.flat()[k], sum[k], 1e-6 + 1e-5 * std::abs(sum[k])) << k;
+}
+
+TEST(LargeBatch, ThreadedSumsMatchOneRange) {
+  const std::size_t batch = 70000;  // 4 ranges where 4 or more cores exist
+  const auto data = seed_fit::make_data(6, batch);
+  const auto params = seed_fit::initial_parameters();
+  const auto model = seed_fit::make_model();
+  if (std::thread::hardware_concurrency() > 1) {
+    EXPECT_GT(tl::detail::cpu_threads_for(batch), 1u);
+  }
+  const auto threaded = tl::value_and_grad(tl::mse, model, params, data.x, data.y);
+  std::vector<float> lanes(49 * tl::detail::cpu_lanes);
+  std::vector<double> wide(49, 0.0);
+  const double loss = tl::detail::accumulate_samples(model, tl::mse, params.data(), data.x.data(), data.y.data(), 0,
+                                                     batch, lanes.data(), wide.data()) / double(batch);
+  EXPECT_NEAR(threaded.loss, loss, 1e-6 * loss);
+  for (int k = 0; k < 49; ++k)
+    EXPECT_NEAR(threaded.gradient.flat()[k], wide[k] / double(batch), 1e-7 + 1e-6 * std::abs(wide[k] / double(batch))) << k;
 }
 
 }  // namespace

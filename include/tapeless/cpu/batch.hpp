@@ -2,11 +2,14 @@
 // forward, loss, backward and gradient accumulation happen back to back on a few
 // kilobytes of stack scratch (no per-layer batch matrices), vectorized across the
 // group's samples. Gradients are summed in float per lane over chunks of 256 samples
-// and the chunks in double, so large batches stay accurate.
+// and the chunks in double, so large batches stay accurate. Batches of 32768 samples
+// and more are split over threads.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -38,9 +41,25 @@ inline constexpr std::size_t cpu_chunk = 256;  // samples summed in float before
 
 // Reusable buffers, so that a training step allocates nothing.
 struct cpu_workspace {
-  std::vector<float> lane_gradient;  // [parameter][lane]
-  std::vector<double> wide_gradient;
+  std::vector<float> lane_gradient;  // per thread: [parameter][lane]
+  std::vector<double> wide_gradient;  // per thread: [parameter]
+  std::vector<double> loss;           // per thread
 };
+
+// Threads for a batch: one below 32768 samples (starting threads would cost more than
+// they save), else one per 16384 samples up to the hardware's; TAPELESS_CPU_THREADS
+// overrides the upper bound.
+inline std::size_t cpu_threads_for(std::size_t batch) {
+  static const std::size_t available = [] {
+    if (const char* env = std::getenv("TAPELESS_CPU_THREADS")) {
+      const long n = std::strtol(env, nullptr, 10);
+      if (n > 0) return static_cast<std::size_t>(n);
+    }
+    return std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  }();
+  if (batch < 32768) return 1;
+  return std::min(available, batch / 16384);
+}
 
 // Copies samples [first, first + count) of a sample-major matrix into lane-major
 // [rows][K], zero-padding the lanes past count.
@@ -50,19 +69,17 @@ inline void load_group(const float* data, std::size_t first, std::size_t count, 
     for (std::size_t k = 0; k < K; ++k) group[r * K + k] = k < count ? data[(first + k) * Rows + r] : 0.0f;
 }
 
-// Mean loss over the batch; its gradient into grad[0, P).
+// Adds the loss and gradient sums of samples [first, last) into wide[0, P) and
+// returns the loss sum; `lanes` is P * K floats of scratch.
 template <model Model, class Loss>
-float fused_loss_and_gradient(const Model& model, const Loss& loss, const float* params, const float* x,
-                              const float* y, std::size_t batch, float* grad, cpu_workspace& ws) {
+double accumulate_samples(const Model& model, const Loss& loss, const float* params, const float* x, const float* y,
+                          std::size_t first_sample, std::size_t last_sample, float* lanes, double* wide) {
   constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, K = cpu_lanes;
-  ws.lane_gradient.resize(P * K);
-  ws.wide_gradient.assign(P, 0.0);
-  float* lanes = ws.lane_gradient.data();
   double total = 0.0;
   group_scratch<Model, K, float> scratch;
   alignas(64) float xg[In * K], yg[Out * K], dout[Out * K], lane_loss[K];
-  for (std::size_t first = 0; first < batch; first += cpu_chunk) {
-    const std::size_t last = std::min(batch, first + cpu_chunk);
+  for (std::size_t first = first_sample; first < last_sample; first += cpu_chunk) {
+    const std::size_t last = std::min(last_sample, first + cpu_chunk);
     std::fill(lanes, lanes + P * K, 0.0f);
     float chunk_loss = 0.0f;
     for (std::size_t g = first; g < last; g += K) {
@@ -84,11 +101,45 @@ float fused_loss_and_gradient(const Model& model, const Loss& loss, const float*
     for (std::size_t p = 0; p < P; ++p) {
       float sum = 0.0f;
       for (std::size_t k = 0; k < K; ++k) sum += lanes[p * K + k];
-      ws.wide_gradient[p] += sum;
+      wide[p] += sum;
     }
   }
-  const double scale = 1.0 / Loss::denominator(Out, batch);
-  for (std::size_t p = 0; p < P; ++p) grad[p] = static_cast<float>(ws.wide_gradient[p] * scale);
+  return total;
+}
+
+// Mean loss over the batch; its gradient into grad[0, P). Large batches are split into
+// contiguous ranges of whole chunks, one per thread, joined in a fixed order.
+template <model Model, class Loss>
+float fused_loss_and_gradient(const Model& model, const Loss& loss, const float* params, const float* x,
+                              const float* y, std::size_t batch, float* grad, cpu_workspace& ws) {
+  constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
+  const std::size_t threads = cpu_threads_for(batch);
+  ws.lane_gradient.resize(threads * P * K);
+  ws.wide_gradient.assign(threads * P, 0.0);
+  ws.loss.assign(threads, 0.0);
+  const auto run = [&](std::size_t t) {
+    const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
+    const std::size_t first = std::min(batch, chunks * t / threads * cpu_chunk);
+    const std::size_t last = std::min(batch, chunks * (t + 1) / threads * cpu_chunk);
+    ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
+                                    ws.wide_gradient.data() + t * P);
+  };
+  if (threads == 1) {
+    run(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(run, t);
+    run(0);
+    for (auto& thread : pool) thread.join();
+  }
+  double total = 0.0;
+  for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
+  const double scale = 1.0 / Loss::denominator(Model::outputs, batch);
+  for (std::size_t p = 0; p < P; ++p) {
+    double sum = 0.0;
+    for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
+    grad[p] = static_cast<float>(sum * scale);
+  }
   return static_cast<float>(total * scale);
 }
 
