@@ -150,7 +150,7 @@ int step_blocks(std::size_t batch) {
   }
 }
 
-// Kernel 1 of the per-step path; leaves per-block partials in `partials`.
+// Grows `partials` to one row of P + 1 sums per block (outside any graph capture).
 template <model Model>
 int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
   const int blocks = step_blocks<Model>(batch);
@@ -158,6 +158,8 @@ int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
   return blocks;
 }
 
+// Kernel 1 of the per-step path (per-thread or tiled, by model size); leaves one row of
+// partial sums per block in `partials`.
 template <model Model, class Loss>
 int launch_partials(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
                     const device_matrix& y, thrust::device_vector<float>& partials, long* step_counter,
@@ -236,7 +238,8 @@ struct cuda_fit_options : fit_options {
 };
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
-// in a single kernel launch; otherwise the fused per-step kernels run back to back.
+// in a single kernel launch; otherwise the fused per-step kernels, captured as a CUDA
+// graph (see below).
 template <model Model, class Optimizer, class Loss>
 fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
                const device_matrix& y, std::size_t epochs, const cuda_fit_options& options = {}) {
