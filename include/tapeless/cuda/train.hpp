@@ -145,8 +145,8 @@ template <model Model>
 int step_blocks(std::size_t batch) {
   if constexpr (per_thread_gradients<Model>) {
     return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
-  } else {  // persistent blocks, each summing many tiles
-    return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 4 * multiprocessors()));
+  } else {  // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
+    return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
   }
 }
 
@@ -168,7 +168,7 @@ int launch_partials(const Model& model, const Loss& loss, const float* params, c
   const int blocks = size_partials<Model>(x.batch, partials);
   float* out = thrust::raw_pointer_cast(partials.data());
   if constexpr (per_thread_gradients<Model>) {
-    const std::size_t shared = (step_threads / gpu::warp_size) * N * sizeof(float);
+    const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(float);
     gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
                                                                        x.batch, out, step_counter);
     TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
@@ -193,16 +193,15 @@ int launch_partials(const Model& model, const Loss& loss, const float* params, c
 template <model Model, class Optimizer, class Loss>
 void enqueue_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
                   const device_matrix& y, cudaStream_t stream, bool record_history) {
-  constexpr std::size_t P = Model::parameter_count;
   float* params = thrust::raw_pointer_cast(s.params.data());
   long* counter = thrust::raw_pointer_cast(s.step_counter.data());
   const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, stream);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  gpu::reduce_update_kernel<Model, Optimizer><<<(P + 255) / 256, 256, 0, stream>>>(
-      thrust::raw_pointer_cast(s.partials.data()), blocks, scale, thrust::raw_pointer_cast(s.loss.data()), nullptr,
-      s.optimizer, params, thrust::raw_pointer_cast(s.optimizer_state.data()), counter,
-      record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
-      thrust::raw_pointer_cast(s.failed_step.data()));
+  gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(s.partials.data()), blocks, scale,
+                                   thrust::raw_pointer_cast(s.loss.data()), nullptr, s.optimizer, params,
+                                   thrust::raw_pointer_cast(s.optimizer_state.data()), counter,
+                                   record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
+                                   thrust::raw_pointer_cast(s.failed_step.data()), stream);
   TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
 }
 
@@ -244,7 +243,6 @@ template <model Model, class Optimizer, class Loss>
 fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
                const device_matrix& y, std::size_t epochs, const cuda_fit_options& options = {}) {
   detail::check_device_batch<Model>("fit", x, &y);
-  constexpr std::size_t P = Model::parameter_count, N = P + 1, S = Optimizer::state_slots;
   fit_result result;
   if (s.history.size() < epochs) s.history.resize(epochs);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
@@ -257,7 +255,7 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
       const int threads = options.threads > 0 ? (options.threads + 31) / 32 * 32
                                               : static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
-      const std::size_t shared = (P + S * P + N + (threads / 32) * N) * sizeof(float);
+      const std::size_t shared = detail::gpu::one_block_layout<Model, Optimizer>::floats(threads) * sizeof(float);
       detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
           s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
           thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
@@ -322,9 +320,9 @@ loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, co
   const int blocks =
       detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  detail::gpu::reduce_update_kernel<Model, sgd><<<(P + 255) / 256, 256>>>(
-      thrust::raw_pointer_cast(partials.data()), blocks, scale, thrust::raw_pointer_cast(out.data()),
-      thrust::raw_pointer_cast(grad.data()), sgd{}, nullptr, nullptr, nullptr, nullptr, nullptr);
+  detail::gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(partials.data()), blocks, scale,
+                                           thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data()),
+                                           sgd{}, nullptr, nullptr, nullptr, nullptr, nullptr, cudaStream_t(0));
   TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
   loss_and_gradient<Model> result{out[0], parameters<Model>{}};
   thrust::copy(grad.begin(), grad.end(), result.gradient.data());

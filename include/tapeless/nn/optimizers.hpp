@@ -59,15 +59,19 @@ struct adamw : adam {
 };
 
 namespace detail {
-// One optimizer step over n parameters; state holds state_slots arrays of n floats.
+// Parameter i's step: state holds state_slots arrays of n floats.
+template <class Optimizer>
+TL_HD TL_INLINE void optimizer_update(const Optimizer&, const typename Optimizer::constants& c, float* params,
+                                      float g, float* state, std::size_t i, std::size_t n) {
+  if constexpr (Optimizer::state_slots == 1) Optimizer::update(c, params[i], g, state[i]);
+  else Optimizer::update(c, params[i], g, state[i], state[n + i]);
+}
+
+// One optimizer step over n parameters.
 template <class Optimizer>
 void optimizer_step(const Optimizer& opt, long step, float* params, const float* grad, float* state, std::size_t n) {
   const auto c = opt.at_step(step);
-  if constexpr (Optimizer::state_slots == 1) {
-    for (std::size_t i = 0; i < n; ++i) Optimizer::update(c, params[i], grad[i], state[i]);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) Optimizer::update(c, params[i], grad[i], state[i], state[n + i]);
-  }
+  for (std::size_t i = 0; i < n; ++i) optimizer_update(opt, c, params, grad[i], state, i, n);
 }
 }  // namespace detail
 
