@@ -1,15 +1,17 @@
 // The per-step partial sums for models too large for per-thread gradients (the
 // scaled fit's 1-64-64-1 has 4353 parameters). A block copies the parameters to
-// shared memory once, then takes tiles of 32 samples and keeps each tile's
-// activations and deltas in shared memory, layer by layer; each thread owns a fixed
-// slice of every layer's weight and bias gradient and accumulates it in registers
-// over all the block's tiles, so activations never leave the chip and each block
-// writes one partial, summed by reduce_update_kernel.
+// shared memory once, then takes tiles of 64 samples and keeps each tile's
+// activations and deltas in shared memory, one row of 64 samples per unit, layer by
+// layer; each thread owns a fixed 4x4 block of every layer's weight gradient and
+// accumulates it in registers over all the block's tiles, so activations never leave
+// the chip and each block writes one partial, summed by reduce_update_kernel.
 //
-// Register blocking keeps shared-memory loads below one per multiply-add: a warp is
-// 32 samples of one tile, each thread computes several outputs (forward) or inputs
-// (backward) of its sample, and weights and deltas are read 16 bytes at a time where
-// the widths allow it (In a multiple of 4).
+// All three products of a layer are register-blocked the same way: a thread computes
+// a 4x4 micro-tile (4 units x 4 samples, or 4 outputs x 4 inputs) from 16-byte
+// loads, so shared memory serves under one load per 4 multiply-adds:
+//   forward          z[o][s]     = b[o] + sum_i W[o][i] a[i][s]
+//   input delta      d[i][s]    *= sum_o W[o][i] delta[o][s]
+//   weight gradient  dW[o][i]   += sum_s delta[o][s] a[i][s]
 #pragma once
 
 #include <cstddef>
@@ -19,207 +21,204 @@
 namespace tl::detail::gpu {
 
 inline constexpr int tiled_threads = 256;
-inline constexpr std::size_t tile = 32;                         // samples per tile: one warp
-inline constexpr std::size_t groups = tiled_threads / tile;     // warps per block
-inline constexpr std::size_t tile_stride = tile + 1;            // outputs: odd stride, no bank conflicts
-inline constexpr std::size_t slope_stride = tile + 4;           // deltas: 16-byte rows for float4 reads
-inline constexpr std::size_t round4(std::size_t n) { return (n + 3) / 4 * 4; }
+inline constexpr std::size_t tile = 64;                // samples per tile
+inline constexpr std::size_t row = tile + 4;           // floats per unit row: 16-byte aligned, 4 banks apart
+inline constexpr std::size_t sample_quads = tile / 4;  // a micro-tile's 4 samples
+inline constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+inline constexpr std::size_t round4(std::size_t n) { return ceil_div(n, 4) * 4; }
 
-template <std::size_t Count>
-inline constexpr std::size_t owned = (Count + tiled_threads - 1) / tiled_threads;
+__device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ inline void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ inline void fma4(float4& acc, float s, float4 v) {
+  acc.x += s * v.x;
+  acc.y += s * v.y;
+  acc.z += s * v.z;
+  acc.w += s * v.w;
+}
 
-// Registers per thread for layer L's gradient slice: weights, then biases.
+// Layer L's shapes. Its weight gradient is cut into 4x4 micro-tiles with outputs
+// o = og + out_groups r and inputs i = ig + in_groups r (r < 4): threads next to
+// each other own neighbouring rows, so their 16-byte loads hit distinct banks.
 template <class Model, std::size_t L>
-inline constexpr std::size_t slice_size =
-    owned<Model::template layer_type<L>::weight_count> + owned<Model::template layer_type<L>::outputs>;
+struct tiled_layer {
+  using layer = typename Model::template layer_type<L>;
+  static constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  static constexpr std::size_t out_groups = ceil_div(Out, 4), in_groups = ceil_div(In, 4);
+  static constexpr std::size_t gradient_tiles = out_groups * in_groups;
+  static constexpr std::size_t rounds = ceil_div(gradient_tiles, tiled_threads);
+  static constexpr std::size_t slice = rounds * (16 + 4);  // per round: 4x4 weights, 4 biases
+  // Weight rows start 16-byte aligned and hold whole float4s.
+  static constexpr bool float4_rows = In % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
+};
 
-template <class Model, std::size_t... L>
-constexpr std::size_t total_slices(std::index_sequence<L...>) { return (slice_size<Model, L> + ... + 0); }
 template <class Model, std::size_t... L>
 constexpr std::size_t slice_offset(std::size_t layer, std::index_sequence<L...>) {
   std::size_t offset = 0, l = 0;
-  ((offset += l++ < layer ? slice_size<Model, L> : 0), ...);
+  ((offset += l++ < layer ? tiled_layer<Model, L>::slice : 0), ...);
   return offset;
 }
 
 template <class Model>
 struct tiled_layout {
-  static constexpr std::size_t registers = total_slices<Model>(std::make_index_sequence<Model::depth>{});
+  using layers = std::make_index_sequence<Model::depth>;
+  static constexpr std::size_t registers = slice_offset<Model>(Model::depth, layers{});
   template <std::size_t L>
-  static constexpr std::size_t slice = slice_offset<Model>(L, std::make_index_sequence<Model::depth>{});
-  // Shared floats: the parameters, the input tile and each layer's outputs, then each
-  // layer's slopes (deltas); every region starts 16-byte aligned.
+  static constexpr std::size_t slice = slice_offset<Model>(L, layers{});
+  // Shared floats: the parameters, then rows of `row` floats: the input tile, each
+  // layer's outputs, each layer's slopes (activation derivatives, then deltas).
   static constexpr std::size_t params_floats = round4(Model::parameter_count);
-  static constexpr std::size_t output_floats = round4((Model::inputs + Model::activation_count) * tile_stride);
-  static constexpr std::size_t shared_floats = params_floats + output_floats + Model::activation_count * slope_stride;
+  static constexpr std::size_t rows = Model::inputs + 2 * Model::activation_count;
+  static constexpr std::size_t shared_floats = params_floats + rows * row;
 };
 
-// Layer L's outputs ([unit][tile_stride]); L = size_t(-1) is the input tile.
+// Layer L's outputs; L = size_t(-1) is the input tile.
 template <class Model, std::size_t L>
 __device__ inline float* tile_out(float* shared) {
-  if constexpr (L == std::size_t(-1)) {
-    return shared + tiled_layout<Model>::params_floats;
-  } else {
-    return shared + tiled_layout<Model>::params_floats +
-           (Model::inputs + Model::template activation_offset<L>) * tile_stride;
-  }
+  float* rows = shared + tiled_layout<Model>::params_floats;
+  if constexpr (L == std::size_t(-1)) return rows;
+  else return rows + (Model::inputs + Model::template activation_offset<L>) * row;
 }
 template <class Model, std::size_t L>
 __device__ inline float* tile_slope(float* shared) {
-  return shared + tiled_layout<Model>::params_floats + tiled_layout<Model>::output_floats +
-         Model::template activation_offset<L> * slope_stride;
+  return shared + tiled_layout<Model>::params_floats +
+         (Model::inputs + Model::activation_count + Model::template activation_offset<L>) * row;
 }
-
-template <class Model, std::size_t L>
-inline constexpr bool float4_rows =
-    Model::template layer_type<L>::inputs % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
 
 template <class Model, std::size_t L = 0>
 __device__ inline void tile_forward(const Model& model, const float* params, float* shared) {
-  using layer = typename Model::template layer_type<L>;
-  constexpr std::size_t In = layer::inputs, Out = layer::outputs, R = (Out + groups - 1) / groups;
+  using shape = tiled_layer<Model, L>;
+  constexpr std::size_t In = shape::In, Out = shape::Out, G = shape::out_groups;
   const float* w = params + Model::template weight_offset<L>;
   const float* b = params + Model::template bias_offset<L>;
   const float* in = tile_out<Model, L - 1>(shared);
-  float* out = tile_out<Model, L>(shared);
-  float* slope = tile_slope<Model, L>(shared);
   const auto& act = model.template layer<L>().activation;
-  const std::size_t s = threadIdx.x % tile, g = threadIdx.x / tile;  // outputs g, g + groups, ...
-  float z[R];
+  for (std::size_t t = threadIdx.x; t < G * sample_quads; t += tiled_threads) {
+    const std::size_t s = 4 * (t % sample_quads), og = t / sample_quads;  // outputs og + G r
+    float4 z[4];
 #pragma unroll
-  for (std::size_t r = 0; r < R; ++r) z[r] = g + groups * r < Out ? b[g + groups * r] : 0.0f;
-  if constexpr (float4_rows<Model, L>) {
-    for (std::size_t i = 0; i < In; i += 4) {
-      const float a0 = in[i * tile_stride + s], a1 = in[(i + 1) * tile_stride + s];
-      const float a2 = in[(i + 2) * tile_stride + s], a3 = in[(i + 3) * tile_stride + s];
+    for (std::size_t r = 0; r < 4; ++r) {
+      const float bias = og + G * r < Out ? b[og + G * r] : 0.0f;
+      z[r] = make_float4(bias, bias, bias, bias);
+    }
+    if constexpr (shape::float4_rows) {
+      for (std::size_t i = 0; i < In; i += 4) {
+        float4 a[4];
 #pragma unroll
-      for (std::size_t r = 0; r < R; ++r) {
-        const std::size_t o = g + groups * r;
-        if (o < Out) {
-          const float4 w4 = *reinterpret_cast<const float4*>(w + o * In + i);
-          z[r] += w4.x * a0;
-          z[r] += w4.y * a1;
-          z[r] += w4.z * a2;
-          z[r] += w4.w * a3;
+        for (std::size_t j = 0; j < 4; ++j) a[j] = load4(in + (i + j) * row + s);
+#pragma unroll
+        for (std::size_t r = 0; r < 4; ++r) {
+          if (Out % 4 == 0 || og + G * r < Out) {
+            const float4 w4 = load4(w + (og + G * r) * In + i);
+            fma4(z[r], w4.x, a[0]);
+            fma4(z[r], w4.y, a[1]);
+            fma4(z[r], w4.z, a[2]);
+            fma4(z[r], w4.w, a[3]);
+          }
         }
       }
-    }
-  } else {
-    for (std::size_t i = 0; i < In; ++i) {
-      const float a = in[i * tile_stride + s];
+    } else {
+      for (std::size_t i = 0; i < In; ++i) {
+        const float4 a = load4(in + i * row + s);
 #pragma unroll
-      for (std::size_t r = 0; r < R; ++r)
-        if (g + groups * r < Out) z[r] += w[(g + groups * r) * In + i] * a;
+        for (std::size_t r = 0; r < 4; ++r)
+          if (og + G * r < Out) fma4(z[r], w[(og + G * r) * In + i], a);
+      }
     }
-  }
 #pragma unroll
-  for (std::size_t r = 0; r < R; ++r) {
-    const std::size_t o = g + groups * r;
-    if (o < Out) out[o * tile_stride + s] = act.value_and_derivative(z[r], slope[o * slope_stride + s]);
+    for (std::size_t r = 0; r < 4; ++r) {
+      const std::size_t o = og + G * r;
+      if (o < Out) {
+        float4 value, slope;
+        value.x = act.value_and_derivative(z[r].x, slope.x);
+        value.y = act.value_and_derivative(z[r].y, slope.y);
+        value.z = act.value_and_derivative(z[r].z, slope.z);
+        value.w = act.value_and_derivative(z[r].w, slope.w);
+        store4(tile_out<Model, L>(shared) + o * row + s, value);
+        store4(tile_slope<Model, L>(shared) + o * row + s, slope);
+      }
+    }
   }
   __syncthreads();
   if constexpr (L + 1 < Model::depth) tile_forward<Model, L + 1>(model, params, shared);
 }
 
-// Layer L's weight and bias gradients, added into this thread's slice.
+// Layer L's weight and bias gradients over one tile, added into this thread's slice:
+// per round one micro-tile, acc[0..16) its weights, acc[16..20) its outputs' biases
+// (kept by the micro-tiles of the first input group).
 template <class Model, std::size_t L, std::size_t R>
 __device__ inline void tile_weight_gradient(float* shared, float (&acc)[R]) {
-  using layer = typename Model::template layer_type<L>;
-  constexpr std::size_t In = layer::inputs, Out = layer::outputs, W = layer::weight_count;
-  constexpr std::size_t base = tiled_layout<Model>::template slice<L>;
+  using shape = tiled_layer<Model, L>;
+  constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
   const float* in = tile_out<Model, L - 1>(shared);
   const float* delta = tile_slope<Model, L>(shared);
-  if constexpr (tiled_threads % In == 0) {
-    // Every entry this thread owns lies in one input column i: load in[i][s] once per
-    // sample for all of them, and the deltas four samples at a time.
-    constexpr std::size_t rows_apart = tiled_threads / In;
-    const std::size_t i = threadIdx.x % In, o0 = threadIdx.x / In;
-    float sum[owned<W>] = {};
-    for (std::size_t s = 0; s < tile; s += 4) {
-      const float a0 = in[i * tile_stride + s], a1 = in[i * tile_stride + s + 1];
-      const float a2 = in[i * tile_stride + s + 2], a3 = in[i * tile_stride + s + 3];
 #pragma unroll
-      for (std::size_t k = 0; k < owned<W>; ++k) {
-        const std::size_t o = o0 + k * rows_apart;
-        if (o < Out) {
-          const float4 d4 = *reinterpret_cast<const float4*>(delta + o * slope_stride + s);
-          sum[k] += d4.x * a0;
-          sum[k] += d4.y * a1;
-          sum[k] += d4.z * a2;
-          sum[k] += d4.w * a3;
+  for (std::size_t q = 0; q < shape::rounds; ++q) {
+    const std::size_t t = threadIdx.x + q * tiled_threads, ig = t % Gi, og = t / Gi;
+    float* a = acc + tiled_layout<Model>::template slice<L> + q * 20;
+    if (t >= shape::gradient_tiles) break;
+    for (std::size_t s = 0; s < tile; s += 4) {
+      float4 d[4], x[4];
+#pragma unroll
+      for (std::size_t r = 0; r < 4; ++r) {
+        d[r] = Out % 4 == 0 || og + Go * r < Out ? load4(delta + (og + Go * r) * row + s) : float4{};
+        x[r] = In % 4 == 0 || ig + Gi * r < In ? load4(in + (ig + Gi * r) * row + s) : float4{};
+      }
+#pragma unroll
+      for (std::size_t ro = 0; ro < 4; ++ro) {
+#pragma unroll
+        for (std::size_t ri = 0; ri < 4; ++ri) {
+          float& g = a[ro * 4 + ri];
+          g += d[ro].x * x[ri].x;
+          g += d[ro].y * x[ri].y;
+          g += d[ro].z * x[ri].z;
+          g += d[ro].w * x[ri].w;
         }
       }
-    }
+      if (ig == 0) {
 #pragma unroll
-    for (std::size_t k = 0; k < owned<W>; ++k) acc[base + k] += sum[k];
-  } else {
-#pragma unroll
-    for (std::size_t k = 0; k < owned<W>; ++k) {
-      const std::size_t e = threadIdx.x + k * tiled_threads;
-      if (e < W) {
-        const std::size_t o = e / In, i = e % In;
-        float sum = 0.0f;
-        for (std::size_t s = 0; s < tile; ++s) sum += delta[o * slope_stride + s] * in[i * tile_stride + s];
-        acc[base + k] += sum;
+        for (std::size_t ro = 0; ro < 4; ++ro) a[16 + ro] += d[ro].x + d[ro].y + d[ro].z + d[ro].w;
       }
-    }
-  }
-#pragma unroll
-  for (std::size_t k = 0; k < owned<Out>; ++k) {
-    const std::size_t o = threadIdx.x + k * tiled_threads;
-    if (o < Out) {
-      float sum = 0.0f;
-      for (std::size_t s = 0; s < tile; ++s) sum += delta[o * slope_stride + s];
-      acc[base + owned<W> + k] += sum;
     }
   }
 }
 
-// The delta below layer L: slope[L-1] *= W^T delta[L], each thread several inputs of
-// its sample.
+// The delta below layer L: slope[L-1][i][s] *= sum_o W[o][i] delta[L][o][s], each
+// thread 4 consecutive inputs of 4 samples.
 template <class Model, std::size_t L>
 __device__ inline void tile_input_delta(const float* params, float* shared) {
-  using layer = typename Model::template layer_type<L>;
-  constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  using shape = tiled_layer<Model, L>;
+  constexpr std::size_t In = shape::In, Out = shape::Out;
   const float* w = params + Model::template weight_offset<L>;
   const float* delta = tile_slope<Model, L>(shared);
   float* below = tile_slope<Model, L - 1>(shared);
-  const std::size_t s = threadIdx.x % tile, g = threadIdx.x / tile;
-  if constexpr (float4_rows<Model, L>) {
-    constexpr std::size_t Q = (In + 4 * groups - 1) / (4 * groups);  // blocks of 4 inputs: 4(g + groups q)
-    float d[Q][4] = {};
+  for (std::size_t t = threadIdx.x; t < ceil_div(In, 4) * sample_quads; t += tiled_threads) {
+    const std::size_t s = 4 * (t % sample_quads), i = 4 * (t / sample_quads);
+    float4 d[4] = {};
     for (std::size_t o = 0; o < Out; ++o) {
-      const float dl = delta[o * slope_stride + s];
+      const float4 dl = load4(delta + o * row + s);
+      if constexpr (shape::float4_rows) {
+        const float4 w4 = load4(w + o * In + i);
+        fma4(d[0], w4.x, dl);
+        fma4(d[1], w4.y, dl);
+        fma4(d[2], w4.z, dl);
+        fma4(d[3], w4.w, dl);
+      } else {
 #pragma unroll
-      for (std::size_t q = 0; q < Q; ++q) {
-        const std::size_t i = 4 * (g + groups * q);
-        if (i < In) {
-          const float4 w4 = *reinterpret_cast<const float4*>(w + o * In + i);
-          d[q][0] += w4.x * dl;
-          d[q][1] += w4.y * dl;
-          d[q][2] += w4.z * dl;
-          d[q][3] += w4.w * dl;
-        }
+        for (std::size_t r = 0; r < 4; ++r)
+          if (i + r < In) fma4(d[r], w[o * In + i + r], dl);
       }
     }
 #pragma unroll
-    for (std::size_t q = 0; q < Q; ++q) {
-      const std::size_t i = 4 * (g + groups * q);
-      if (i < In)
-        for (std::size_t j = 0; j < 4; ++j) below[(i + j) * slope_stride + s] *= d[q][j];
+    for (std::size_t r = 0; r < 4; ++r) {
+      if (i + r < In) {
+        float4 v = load4(below + (i + r) * row + s);
+        v.x *= d[r].x;
+        v.y *= d[r].y;
+        v.z *= d[r].z;
+        v.w *= d[r].w;
+        store4(below + (i + r) * row + s, v);
+      }
     }
-  } else {
-    constexpr std::size_t Q = (In + groups - 1) / groups;  // inputs g + groups q
-    float d[Q] = {};
-    for (std::size_t o = 0; o < Out; ++o) {
-      const float dl = delta[o * slope_stride + s];
-#pragma unroll
-      for (std::size_t q = 0; q < Q; ++q)
-        if (g + groups * q < In) d[q] += w[o * In + g + groups * q] * dl;
-    }
-#pragma unroll
-    for (std::size_t q = 0; q < Q; ++q)
-      if (g + groups * q < In) below[(g + groups * q) * slope_stride + s] *= d[q];
   }
 }
 
@@ -233,9 +232,31 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
   }
 }
 
+// Writes this thread's slice of layer L's gradient to the block's partial row.
+template <class Model, std::size_t L, std::size_t R>
+__device__ inline void store_slice(const float (&acc)[R], float* out) {
+  using shape = tiled_layer<Model, L>;
+  constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
+#pragma unroll
+  for (std::size_t q = 0; q < shape::rounds; ++q) {
+    const std::size_t t = threadIdx.x + q * tiled_threads, ig = t % Gi, og = t / Gi;
+    const float* a = acc + tiled_layout<Model>::template slice<L> + q * 20;
+    if (t >= shape::gradient_tiles) break;
+#pragma unroll
+    for (std::size_t ro = 0; ro < 4; ++ro) {
+      const std::size_t o = og + Go * ro;
+      if (o >= Out) continue;
+#pragma unroll
+      for (std::size_t ri = 0; ri < 4; ++ri)
+        if (ig + Gi * ri < In) out[Model::template weight_offset<L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
+      if (ig == 0) out[Model::template bias_offset<L> + o] = a[16 + ro];
+    }
+  }
+}
+
 // Per-step partial sums, tiled: the same output as partial_sums_kernel.
 template <class Model, class Loss>
-__global__ void __launch_bounds__(tiled_threads)
+__global__ void __launch_bounds__(tiled_threads, 2)
     tiled_partial_sums_kernel(Model model, Loss loss, const float* global_params, const float* x, const float* y,
                               std::size_t batch, float* partials, long* step_counter) {
   using layout = tiled_layout<Model>;
@@ -253,7 +274,7 @@ __global__ void __launch_bounds__(tiled_threads)
     const std::size_t count = batch - first < tile ? batch - first : tile;
     for (std::size_t item = threadIdx.x; item < In * tile; item += blockDim.x) {
       const std::size_t i = item / tile, s = item % tile;
-      input[i * tile_stride + s] = s < count ? x[(first + s) * In + i] : 0.0f;
+      input[i * row + s] = s < count ? x[(first + s) * In + i] : 0.0f;
     }
     __syncthreads();
     tile_forward(model, params, shared);
@@ -261,43 +282,32 @@ __global__ void __launch_bounds__(tiled_threads)
       const std::size_t s = threadIdx.x;
       float yhat[Out], target[Out], dout[Out], l = 0.0f;
       for (std::size_t o = 0; o < Out; ++o) {
-        yhat[o] = tile_out<Model, last>(shared)[o * tile_stride + s];
+        yhat[o] = tile_out<Model, last>(shared)[o * row + s];
         target[o] = s < count ? y[(first + s) * Out + o] : yhat[o];
       }
       loss.template group<Out, 1>(yhat, target, dout, &l);
-      for (std::size_t o = 0; o < Out; ++o)
-        tile_slope<Model, last>(shared)[o * slope_stride + s] *= s < count ? dout[o] : 0.0f;
+      for (std::size_t o = 0; o < Out; ++o) tile_slope<Model, last>(shared)[o * row + s] *= s < count ? dout[o] : 0.0f;
       if (s < count) loss_sum += l;
     }
     __syncthreads();
     tile_backward<Model>(params, shared, acc);
     __syncthreads();
   }
-  // This block's partial, in the flat parameter layout.
-  float* out = partials + blockIdx.x * N;
-  [&]<std::size_t... L>(std::index_sequence<L...>) {
-    (
-        [&] {
-          using layer = typename Model::template layer_type<L>;
-          constexpr std::size_t W = layer::weight_count, base = layout::template slice<L>;
-#pragma unroll
-          for (std::size_t k = 0; k < owned<W>; ++k) {
-            const std::size_t e = threadIdx.x + k * tiled_threads;
-            if (e < W) out[Model::template weight_offset<L> + e] = acc[base + k];
-          }
-#pragma unroll
-          for (std::size_t k = 0; k < owned<layer::outputs>; ++k) {
-            const std::size_t o = threadIdx.x + k * tiled_threads;
-            if (o < layer::outputs) out[Model::template bias_offset<L> + o] = acc[base + owned<W> + k];
-          }
-        }(),
-        ...);
-  }(std::make_index_sequence<Model::depth>{});
-  // The loss: summed over the first warp (only threads < tile hold any).
-  if (threadIdx.x < warp_size) {
+  float* out = partials + blockIdx.x * N;  // this block's partial, in the flat parameter layout
+  [&]<std::size_t... L>(std::index_sequence<L...>) { (store_slice<Model, L>(acc, out), ...); }(
+      std::make_index_sequence<Model::depth>{});
+  // The loss: summed over the first two warps (only threads < tile hold any).
+  __shared__ float warp_losses[tile / warp_size];
+  if (threadIdx.x < tile) {
     float v = loss_sum;
     for (int offset = warp_size / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (threadIdx.x == 0) out[N - 1] = v;
+    if (threadIdx.x % warp_size == 0) warp_losses[threadIdx.x / warp_size] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float v = 0.0f;
+    for (std::size_t w = 0; w < tile / warp_size; ++w) v += warp_losses[w];
+    out[N - 1] = v;
   }
 }
 
