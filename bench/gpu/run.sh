@@ -29,9 +29,15 @@ echo
 echo "GPU tests exit $gpu_tests, memcheck exit $memcheck, racecheck exit $racecheck"
 echo "| seed fit, $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%F) | µs/step (median) | vs tapeless one-launch |"
 echo "|---|---|---|"
-for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_32threads_us tapeless_gpu_one_launch_64threads_us tapeless_gpu_per_step_kernels_us tapeless_gpu_per_step_graph_us tapeless_cpu_seed_step_us jax_fori_loop_us jax_jit_step_us torch_compile_us torch_eager_us; do
+for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_32threads_us tapeless_gpu_one_launch_64threads_us tapeless_gpu_per_step_kernels_us tapeless_gpu_per_step_graph_us tapeless_cpu_seed_step_us jax_fori_loop_us jax_fori_loop_fp32_us jax_jit_step_us torch_compile_us torch_eager_us; do
   v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.1f× |\n" "$k" "$v" "$(python3 -c "print($v / $one)")"
 done
 echo "torch.compile first step: $(get torch_compile_first_step_s) s"
-echo "scaled fit (2^20 points, 1-64-64-1, 100 steps): tapeless $(get tapeless_scaled_step_us) µs/step, jax fori_loop $(get jax_scaled_fori_loop_us) µs/step"
+echo
+scaled_one=$(get tapeless_scaled_step_us)
+echo "| scaled fit (2^20 points, 1-64-64-1, 100 steps), $(date -u +%F) | µs/step (median) | vs tapeless |"
+echo "|---|---|---|"
+for k in tapeless_scaled_step_us scaled_jax_fori_loop_us scaled_jax_fori_loop_fp32_us scaled_jax_jit_step_us scaled_jax_jit_step_fp32_us scaled_torch_compile_us scaled_torch_eager_us; do
+  v=$(get $k); [ -n "$v" ] && printf "| %s | %.1f | %.2f× |\n" "$k" "$v" "$(python3 -c "print($v / $scaled_one)")"
+done
 tail -1 <<<"$scaled"
