@@ -11,6 +11,7 @@
 #include "seed_fit.hpp"
 #include "tapeless/cuda.hpp"
 #include "../support/activations.hpp"
+#include "../support/gelu64.hpp"
 
 namespace {
 
@@ -208,6 +209,36 @@ TEST(DeviceMath, TanhAbsoluteErrorBelow4e7) {
   double worst = 0;
   for (std::size_t i = 0; i < xs.size(); ++i) worst = std::max(worst, std::abs(ys[i] - std::tanh(double(xs[i]))));
   EXPECT_LT(worst, 4e-7);
+}
+
+__global__ void gelu_kernel(const float* x, float* y, float* slope, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = tl::gelu_fn{}.value_and_derivative(x[i], slope[i]);  // a temporary: tl::gelu is host-only
+}
+
+// The device GELU (sigmoid form, hardware exp and reciprocal) against float64.
+TEST(DeviceMath, GeluAndSlopeMatchFloat64) {
+  std::vector<float> xs;
+  for (float x = -20.0f; x <= 20.0f; x += 0.000917f) xs.push_back(x);
+  const int n = int(xs.size());
+  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), ds(n);
+  gelu_kernel<<<(n + 255) / 256, 256>>>(thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
+                                        thrust::raw_pointer_cast(ds.data()), n);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ys(n), ss(n);
+  thrust::copy(dy.begin(), dy.end(), ys.begin());
+  thrust::copy(ds.begin(), ds.end(), ss.begin());
+  // The value relative to max(|gelu|, 1e-3) (tiny values count absolutely); the slope,
+  // which crosses zero near x = -0.75 and stays below 1.2, absolutely.
+  double value = 0, slope = 0;
+  for (int i = 0; i < n; ++i) {
+    const double g = tl_test::gelu64(xs[i]);
+    value = std::max(value, std::abs(ys[i] - g) / std::max(std::abs(g), 1e-3));
+    slope = std::max(slope, std::abs(ss[i] - tl_test::gelu64_slope(xs[i])));
+  }
+  EXPECT_LT(value, 4e-6);
+  EXPECT_LT(slope, 2e-6);
+  std::printf("device gelu vs float64: value %.2e (relative), slope %.2e (absolute)\n", value, slope);
 }
 }  // namespace
 

@@ -69,6 +69,9 @@ TL_INLINE float host_tanhf(float x) {
 #if TL_ON_DEVICE
 TL_HD inline float exp(float x) { return ::expf(x); }
 TL_HD inline float tanh(float x) { return ::tanhf(x); }
+// 1 / (1 + e^{-v}) from the hardware exp2 and reciprocal: a few ulp, no cancellation
+// (e^{-v} = inf gives 0).
+__device__ inline float fast_logistic(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
 #else
 TL_HD inline float exp(float x) { return detail::host_expf(x); }
 TL_HD inline float tanh(float x) { return detail::host_tanhf(x); }
