@@ -37,8 +37,10 @@ __device__ inline void fma4(float4& acc, float s, float4 v) {
 }
 
 // Layer L's shapes. Its weight gradient is cut into 4x4 micro-tiles with outputs
-// o = og + out_groups r and inputs i = ig + in_groups r (r < 4): threads next to
-// each other own neighbouring rows, so their 16-byte loads hit distinct banks.
+// o = og + out_groups r and inputs i = ig + in_groups r (r < 4); micro-tile t has
+// og = t % out_groups, so threads next to each other own neighbouring rows and their
+// 16-byte loads hit distinct banks. Bias gradients: 4 threads an output, each a
+// quarter of the tile's samples.
 template <class Model, std::size_t L>
 struct tiled_layer {
   using layer = typename Model::template layer_type<L>;
@@ -46,10 +48,19 @@ struct tiled_layer {
   static constexpr std::size_t out_groups = ceil_div(Out, 4), in_groups = ceil_div(In, 4);
   static constexpr std::size_t gradient_tiles = out_groups * in_groups;
   static constexpr std::size_t rounds = ceil_div(gradient_tiles, tiled_threads);
-  static constexpr std::size_t slice = rounds * (16 + 4);  // per round: 4x4 weights, 4 biases
+  static constexpr std::size_t bias_rounds = ceil_div(4 * Out, tiled_threads);
+  static constexpr std::size_t slice = rounds * 16 + bias_rounds;
   // Weight rows start 16-byte aligned and hold whole float4s.
   static constexpr bool float4_rows = In % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
 };
+
+// The micro-tile a thread takes first in a stage (forward 0, weight gradient 1) of
+// layer L: a thin layer's stage has fewer micro-tiles than threads, and rotating by
+// whole warps puts each such stage on another scheduler (warp w issues on w % 4).
+template <std::size_t L, int Stage>
+__device__ inline std::size_t first_micro_tile() {
+  return (threadIdx.x + warp_size * ((3 * L + 5 * Stage) % (tiled_threads / warp_size))) % tiled_threads;
+}
 
 template <class Model, std::size_t... L>
 constexpr std::size_t slice_offset(std::size_t layer, std::index_sequence<L...>) {
@@ -92,7 +103,7 @@ __device__ inline void tile_forward(const Model& model, const float* params, flo
   const float* b = params + Model::template bias_offset<L>;
   const float* in = tile_out<Model, L - 1>(shared);
   const auto& act = model.template layer<L>().activation;
-  for (std::size_t t = threadIdx.x; t < G * sample_quads; t += tiled_threads) {
+  for (std::size_t t = first_micro_tile<L, 0>(); t < G * sample_quads; t += tiled_threads) {
     const std::size_t s = 4 * (t % sample_quads), og = t / sample_quads;  // outputs og + G r
     float4 z[4];
 #pragma unroll
@@ -142,9 +153,8 @@ __device__ inline void tile_forward(const Model& model, const float* params, flo
   if constexpr (L + 1 < Model::depth) tile_forward<Model, L + 1>(model, params, shared);
 }
 
-// Layer L's weight and bias gradients over one tile, added into this thread's slice:
-// per round one micro-tile, acc[0..16) its weights, acc[16..20) its outputs' biases
-// (kept by the micro-tiles of the first input group).
+// Layer L's weight gradient over one tile, added into this thread's slice: per round
+// one micro-tile.
 template <class Model, std::size_t L, std::size_t R>
 __device__ inline void tile_weight_gradient(float* shared, float (&acc)[R]) {
   using shape = tiled_layer<Model, L>;
@@ -153,8 +163,8 @@ __device__ inline void tile_weight_gradient(float* shared, float (&acc)[R]) {
   const float* delta = tile_slope<Model, L>(shared);
 #pragma unroll
   for (std::size_t q = 0; q < shape::rounds; ++q) {
-    const std::size_t t = threadIdx.x + q * tiled_threads, ig = t % Gi, og = t / Gi;
-    float* a = acc + tiled_layout<Model>::template slice<L> + q * 20;
+    const std::size_t t = first_micro_tile<L, 1>() + q * tiled_threads, og = t % Go, ig = t / Go;
+    float* a = acc + tiled_layout<Model>::template slice<L> + q * 16;
     if (t >= shape::gradient_tiles) break;
     for (std::size_t s = 0; s < tile; s += 4) {
       float4 d[4], x[4];
@@ -174,11 +184,31 @@ __device__ inline void tile_weight_gradient(float* shared, float (&acc)[R]) {
           g += d[ro].w * x[ri].w;
         }
       }
-      if (ig == 0) {
+    }
+  }
+}
+
+// Layer L's bias gradients over one tile: output o's four quarters of the tile are
+// summed by threads 4o..4o+3 and added together with two shuffles.
+template <class Model, std::size_t L, std::size_t R>
+__device__ inline void tile_bias_gradient(float* shared, float (&acc)[R]) {
+  using shape = tiled_layer<Model, L>;
+  constexpr std::size_t quarter = tile / 4;
+  const float* delta = tile_slope<Model, L>(shared);
 #pragma unroll
-        for (std::size_t ro = 0; ro < 4; ++ro) a[16 + ro] += d[ro].x + d[ro].y + d[ro].z + d[ro].w;
+  for (std::size_t q = 0; q < shape::bias_rounds; ++q) {
+    const std::size_t t = threadIdx.x + q * tiled_threads, o = t / 4, first = quarter * (t % 4);
+    float sum = 0.0f;
+    if (o < shape::Out) {
+#pragma unroll
+      for (std::size_t s = first; s < first + quarter; s += 4) {
+        const float4 d = load4(delta + o * row + s);
+        sum += d.x + d.y + d.z + d.w;
       }
     }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    acc[tiled_layout<Model>::template slice<L> + shape::rounds * 16 + q] += sum;
   }
 }
 
@@ -225,6 +255,7 @@ __device__ inline void tile_input_delta(const float* params, float* shared) {
 template <class Model, std::size_t L = Model::depth - 1, std::size_t R>
 __device__ inline void tile_backward(const float* params, float* shared, float (&acc)[R]) {
   tile_weight_gradient<Model, L>(shared, acc);
+  tile_bias_gradient<Model, L>(shared, acc);
   if constexpr (L > 0) {
     tile_input_delta<Model, L>(params, shared);  // writes slope[L-1], which the line above does not read
     __syncthreads();
@@ -239,8 +270,8 @@ __device__ inline void store_slice(const float (&acc)[R], float* out) {
   constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
 #pragma unroll
   for (std::size_t q = 0; q < shape::rounds; ++q) {
-    const std::size_t t = threadIdx.x + q * tiled_threads, ig = t % Gi, og = t / Gi;
-    const float* a = acc + tiled_layout<Model>::template slice<L> + q * 20;
+    const std::size_t t = first_micro_tile<L, 1>() + q * tiled_threads, og = t % Go, ig = t / Go;
+    const float* a = acc + tiled_layout<Model>::template slice<L> + q * 16;
     if (t >= shape::gradient_tiles) break;
 #pragma unroll
     for (std::size_t ro = 0; ro < 4; ++ro) {
@@ -249,8 +280,13 @@ __device__ inline void store_slice(const float (&acc)[R], float* out) {
 #pragma unroll
       for (std::size_t ri = 0; ri < 4; ++ri)
         if (ig + Gi * ri < In) out[Model::template weight_offset<L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
-      if (ig == 0) out[Model::template bias_offset<L> + o] = a[16 + ro];
     }
+  }
+#pragma unroll
+  for (std::size_t q = 0; q < shape::bias_rounds; ++q) {
+    const std::size_t t = threadIdx.x + q * tiled_threads, o = t / 4;
+    if (t % 4 == 0 && o < Out)
+      out[Model::template bias_offset<L> + o] = acc[tiled_layout<Model>::template slice<L> + shape::rounds * 16 + q];
   }
 }
 
