@@ -34,10 +34,10 @@ for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_32threads_us tapeles
 done
 echo "torch.compile first step: $(get torch_compile_first_step_s) s"
 echo
-scaled_one=$(get tapeless_scaled_step_us)
+scaled_one=$(get tapeless_scaled_fp32_step_us)
 echo "| scaled fit (2^20 points, 1-64-64-1, 100 steps), $(date -u +%F) | µs/step (median) | vs tapeless |"
 echo "|---|---|---|"
-for k in tapeless_scaled_step_us scaled_jax_fori_loop_us scaled_jax_fori_loop_fp32_us scaled_jax_jit_step_us scaled_jax_jit_step_fp32_us scaled_torch_compile_us scaled_torch_eager_us; do
+for k in tapeless_scaled_fp32_step_us tapeless_scaled_tf32_step_us scaled_jax_fori_loop_us scaled_jax_fori_loop_fp32_us scaled_jax_jit_step_us scaled_jax_jit_step_fp32_us scaled_torch_compile_us scaled_torch_eager_us; do
   v=$(get $k); [ -n "$v" ] && printf "| %s | %.1f | %.2f× |\n" "$k" "$v" "$(python3 -c "print($v / $scaled_one)")"
 done
-tail -1 <<<"$scaled"
+grep "^(" <<<"$scaled"

@@ -1,6 +1,6 @@
 // Per-step GPU time of the scaled fit: 2^20 points, 1-64-64-1 gelu, MSE, Adam(0.01),
-// 100 steps through fit() (tiled per-step kernels replayed as a CUDA graph); median
-// of several runs, CUDA events.   build-gpu/bench/scaled_fit_gpu [repetitions]
+// 100 steps through fit() (tiled per-step kernels replayed as a CUDA graph), in fp32
+// (the default) and with matmul_precision::tf32; median of several runs, CUDA events.   build-gpu/bench/scaled_fit_gpu [repetitions]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -23,25 +23,29 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   TL_CUDA_CHECK(cudaEventCreate(&start));
   TL_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> per_step;
-  float last = 0;
-  for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
-    thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
-    thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
-    s.step = 0;
-    TL_CUDA_CHECK(cudaDeviceSynchronize());
-    TL_CUDA_CHECK(cudaEventRecord(start));
-    last = tl::fit(s, tl::mse, x, y, steps).loss_history.back();
-    TL_CUDA_CHECK(cudaEventRecord(stop));
-    TL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms;
-    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
-  }
-  std::sort(per_step.begin(), per_step.end());
-  const double median = per_step[per_step.size() / 2];
   const double flops = double(points) * 3 * 2 * (64 + 64 * 64 + 64);  // forward + backward, multiply-adds x 2
-  std::printf("tapeless_scaled_step_us %.1f\n", median);
-  std::printf("(median of %d runs of 100 steps; %.1f TFLOP/s of the %.1f GFLOP counted per step; final loss %.5f)\n",
-              repetitions, flops / (median * 1e-6) / 1e12, flops / 1e9, double(last));
+  for (const auto precision : {tl::matmul_precision::fp32, tl::matmul_precision::tf32}) {
+    s.precision = precision;
+    std::vector<double> per_step;
+    float last = 0;
+    for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
+      thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
+      thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
+      s.step = 0;
+      TL_CUDA_CHECK(cudaDeviceSynchronize());
+      TL_CUDA_CHECK(cudaEventRecord(start));
+      last = tl::fit(s, tl::mse, x, y, steps).loss_history.back();
+      TL_CUDA_CHECK(cudaEventRecord(stop));
+      TL_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms;
+      TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
+    }
+    std::sort(per_step.begin(), per_step.end());
+    const double median = per_step[per_step.size() / 2];
+    const char* name = precision == tl::matmul_precision::tf32 ? "tf32" : "fp32";
+    std::printf("tapeless_scaled_%s_step_us %.1f\n", name, median);
+    std::printf("(%s: median of %d runs of 100 steps; %.1f TFLOP/s of the %.1f GFLOP counted per step; final loss %.5f)\n",
+                name, repetitions, flops / (median * 1e-6) / 1e12, flops / 1e9, double(last));
+  }
 }

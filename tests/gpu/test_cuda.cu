@@ -281,4 +281,39 @@ TEST(TiledPath, FitMatchesCpu) {
   for (std::size_t e = 0; e < 20; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]);
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
 }
+// Tensor cores on TF32 inputs: the 64x64 layer's products lose precision (10-bit
+// mantissas), to about 1e-3; the mode must really run (it differs from fp32) and stay
+// within its own tolerance.
+TEST(TiledPath, Tf32GradientsWithinTheirTolerance) {
+  const auto model = wide_model();
+  for (std::size_t batch : {100u, 70000u}) {
+    const auto data = seed_fit::make_data(5, batch);
+    tl::rng gen(batch + 1);
+    auto params = tl::init(model, gen);
+    for (float& v : tl::flat(params)) v += 0.05f * gen.uniform(-1, 1);
+    const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+    const auto cpu = tl::value_and_grad(tl::mse, model, params, data.x, data.y);
+    const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y);
+    const auto tf32 = tl::value_and_grad(tl::mse, model, params, x, y, tl::matmul_precision::tf32);
+    const double loss_error = std::abs(tf32.loss - cpu.loss) / cpu.loss;
+    const double gradient_error = relative_difference(tf32.gradient.flat(), cpu.gradient.flat());
+    EXPECT_LE(loss_error, 5e-3) << batch;
+    EXPECT_LE(gradient_error, 1e-2) << batch;
+    EXPECT_GT(relative_difference(tf32.gradient.flat(), fp32.gradient.flat()), 1e-6) << "tf32 ran as fp32";
+    std::printf("tf32, batch %zu: loss %.2e, gradient %.2e (relative to the CPU)\n", batch, loss_error, gradient_error);
+  }
+}
+
+TEST(TiledPath, Tf32FitFollowsCpu) {
+  const auto model = wide_model();
+  const auto data = seed_fit::make_data(4, 4096);
+  tl::rng gen(2);
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{0.01f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  gpu.precision = tl::matmul_precision::tf32;
+  const auto cpu_run = tl::fit(cpu, tl::mse, data.x, data.y, 50, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 50);
+  for (std::size_t e = 0; e < 50; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 2e-2 * cpu_run.loss_history[e]);
+  EXPECT_LT(gpu_run.loss_history.back(), 0.5 * gpu_run.loss_history.front());
+}
 }  // namespace

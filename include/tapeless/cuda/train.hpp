@@ -91,6 +91,9 @@ struct cuda_train_state {
   // The device's copy of `step`, and the step a running fit() started from.
   thrust::device_vector<long> step_counter = thrust::device_vector<long>(2, 0);
   detail::graph_cache graph;  // the per-step path of fit(), captured once per shape
+  // How the tiled path (models of more than 255 parameters) multiplies layers whose
+  // widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
+  matmul_precision precision = matmul_precision::fp32;
 
   cuda_train_state(Model m, const parameters<Model>& p, Optimizer opt)
       : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, 0.0f),
@@ -158,12 +161,35 @@ int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
   return blocks;
 }
 
+template <model Model, class Loss, matmul_precision P>
+void launch_tiled(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
+                  const device_matrix& y, int blocks, float* out, long* step_counter, cudaStream_t stream) {
+  constexpr std::size_t shared = gpu::tiled_layout<Model, P>::shared_floats * sizeof(float), limit = 200 * 1024;
+  static_assert(P != matmul_precision::fp32 || shared <= limit,
+                "tapeless: the model's activations for one tile exceed shared memory");
+  if constexpr (shared > limit) {
+    throw shape_error("tapeless: matmul_precision::tf32 needs " + std::to_string(shared) +
+                      " bytes of shared memory for this model, more than the " + std::to_string(limit) +
+                      " available; use fp32");
+  } else {
+    static const bool configured = [] {
+      TL_CUDA_CHECK(cudaFuncSetAttribute(gpu::tiled_partial_sums_kernel<Model, Loss, P>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+      return true;
+    }();
+    (void)configured;
+    gpu::tiled_partial_sums_kernel<Model, Loss, P><<<blocks, gpu::tiled_threads, shared, stream>>>(
+        model, loss, params, x.data(), y.data(), x.batch, out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("tiled_partial_sums_kernel");
+  }
+}
+
 // Kernel 1 of the per-step path (per-thread or tiled, by model size); leaves one row of
-// partial sums per block in `partials`.
+// partial sums per block in `partials`. `precision` applies to the tiled path.
 template <model Model, class Loss>
 int launch_partials(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
                     const device_matrix& y, thrust::device_vector<float>& partials, long* step_counter,
-                    cudaStream_t stream = 0) {
+                    matmul_precision precision, cudaStream_t stream = 0) {
   constexpr std::size_t N = Model::parameter_count + 1;
   const int blocks = size_partials<Model>(x.batch, partials);
   float* out = thrust::raw_pointer_cast(partials.data());
@@ -172,18 +198,10 @@ int launch_partials(const Model& model, const Loss& loss, const float* params, c
     gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
                                                                        x.batch, out, step_counter);
     TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  } else if (precision == matmul_precision::tf32) {
+    launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
   } else {
-    constexpr std::size_t shared = gpu::tiled_layout<Model>::shared_floats * sizeof(float);
-    static_assert(shared <= 200 * 1024, "tapeless: the model's activations for one tile exceed shared memory");
-    static const bool configured = [] {
-      TL_CUDA_CHECK(cudaFuncSetAttribute(gpu::tiled_partial_sums_kernel<Model, Loss>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-      return true;
-    }();
-    (void)configured;
-    gpu::tiled_partial_sums_kernel<<<blocks, gpu::tiled_threads, shared, stream>>>(model, loss, params, x.data(),
-                                                                                  y.data(), x.batch, out, step_counter);
-    TL_CUDA_CHECK_LAUNCH("tiled_partial_sums_kernel");
+    launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
   }
   return blocks;
 }
@@ -195,7 +213,7 @@ void enqueue_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const
                   const device_matrix& y, cudaStream_t stream, bool record_history) {
   float* params = thrust::raw_pointer_cast(s.params.data());
   long* counter = thrust::raw_pointer_cast(s.step_counter.data());
-  const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, stream);
+  const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, s.precision, stream);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
   gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(s.partials.data()), blocks, scale,
                                    thrust::raw_pointer_cast(s.loss.data()), nullptr, s.optimizer, params,
@@ -271,6 +289,7 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
     detail::size_partials<Model>(x.batch, s.partials);  // no allocation during capture
     std::string settings(reinterpret_cast<const char*>(&loss), sizeof loss);
     settings.append(reinterpret_cast<const char*>(&s.optimizer), sizeof s.optimizer);
+    settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     const detail::graph_cache::key_type key{x.data(), y.data(), x.batch, epochs, std::move(settings)};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
@@ -313,12 +332,13 @@ device_matrix apply(const cuda_train_state<Model, Optimizer>& s, const device_ma
 // Loss and gradient on the GPU, copied back (for checks and tools, not for training).
 template <model Model, class Loss>
 loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, const parameters<Model>& params,
-                                        const device_matrix& x, const device_matrix& y) {
+                                        const device_matrix& x, const device_matrix& y,
+                                        matmul_precision precision = matmul_precision::fp32) {
   detail::check_device_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
   thrust::device_vector<float> p(params.data(), params.data() + P), grad(P), out(1), partials;
   const int blocks =
-      detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr);
+      detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr, precision);
   const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
   detail::gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(partials.data()), blocks, scale,
                                            thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data()),
