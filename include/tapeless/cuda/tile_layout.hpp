@@ -37,9 +37,9 @@ __device__ inline void fma4(float4& acc, float s, float4 v) {
 // Layer L's shapes. With fp32, its weight gradient is cut into 4x4 micro-tiles with
 // outputs o = og + out_groups r and inputs i = ig + in_groups r (r < 4); micro-tile t
 // has og = t % out_groups, so threads next to each other own neighbouring rows and
-// their 16-byte loads hit distinct banks. With tensor cores (uses_mma), into 16x8
-// tiles, warp w owning tiles w, w + 8, ... (4 registers each). Bias gradients: 4
-// threads an output, each a quarter of the tile's samples.
+// their 16-byte loads hit distinct banks. With tensor cores (uses_mma), into groups
+// of 16x8 tiles, warp w owning groups w, w + 8, ... (4 registers a tile). Bias
+// gradients: 4 threads an output, each a quarter of the tile's samples.
 template <class Model, std::size_t L, matmul_precision P>
 struct tiled_layer {
   using layer = typename Model::template layer_type<L>;
@@ -47,11 +47,13 @@ struct tiled_layer {
   static constexpr bool uses_mma = P == matmul_precision::tf32 && In % 16 == 0 && Out % 16 == 0;
   static constexpr std::size_t out_groups = ceil_div(Out, 4), in_groups = ceil_div(In, 4);
   static constexpr std::size_t gradient_tiles = out_groups * in_groups;
-  static constexpr std::size_t mma_tiles = (Out / 16) * (In / 8);
+  // Tensor cores: groups of one 16-row tile and mma_group 8-column tiles of dW.
+  static constexpr std::size_t mma_group = In / 8 % 4 == 0 ? 4 : 2;
+  static constexpr std::size_t mma_groups = (Out / 16) * (In / 8 / mma_group);
   static constexpr std::size_t rounds =
-      uses_mma ? ceil_div(mma_tiles, tiled_warps) : ceil_div(gradient_tiles, tiled_threads);
+      uses_mma ? ceil_div(mma_groups, tiled_warps) : ceil_div(gradient_tiles, tiled_threads);
   static constexpr std::size_t bias_rounds = ceil_div(4 * Out, tiled_threads);
-  static constexpr std::size_t slice = rounds * (uses_mma ? 4 : 16) + bias_rounds;
+  static constexpr std::size_t slice = rounds * (uses_mma ? 4 * mma_group : 16) + bias_rounds;
   // Weight rows start 16-byte aligned and hold whole float4s.
   static constexpr bool float4_rows = In % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
   // Tensor-core layers keep a TF32-rounded copy of W, rows padded to In + 4 floats
