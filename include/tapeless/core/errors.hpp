@@ -16,6 +16,12 @@ struct numeric_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file could not be read or written, or its contents are not what was expected.
+// The message names the file and the problem; nothing the caller owns was changed.
+struct io_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 namespace detail {
 inline void require_size(const char* where, const char* what, std::size_t expected, std::size_t actual) {
   if (expected != actual) {

@@ -1,25 +1,33 @@
 // A batch of samples: shape (features, batch), sample-major, i.e. sample s's
 // features are contiguous at data()[s * features, (s + 1) * features).
+// tl::matrix holds floats; tl::basic_matrix<double> trains in float64.
 #pragma once
 
 #include <cstddef>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/errors.hpp"
 
 namespace tl {
 
-class matrix {
+template <class T>
+class basic_matrix {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "tapeless::basic_matrix: the scalar type must be float or double");
+
  public:
-  matrix() = default;
-  matrix(std::size_t features, std::size_t batch) : features_(features), batch_(batch), data_(features * batch) {}
-  matrix(std::size_t features, std::size_t batch, std::vector<float> data)
+  using value_type = T;
+
+  basic_matrix() = default;
+  basic_matrix(std::size_t features, std::size_t batch) : features_(features), batch_(batch), data_(features * batch) {}
+  basic_matrix(std::size_t features, std::size_t batch, std::vector<T> data)
       : features_(features), batch_(batch), data_(std::move(data)) {
     check_size();
   }
-  matrix(std::size_t features, std::size_t batch, std::span<const float> data)
+  basic_matrix(std::size_t features, std::size_t batch, std::span<const T> data)
       : features_(features), batch_(batch), data_(data.begin(), data.end()) {
     check_size();
   }
@@ -27,12 +35,14 @@ class matrix {
   std::size_t features() const { return features_; }
   std::size_t batch() const { return batch_; }
   std::size_t size() const { return data_.size(); }
-  float* data() { return data_.data(); }
-  const float* data() const { return data_.data(); }
-  std::span<float> values() { return data_; }
-  std::span<const float> values() const { return data_; }
-  float& operator()(std::size_t feature, std::size_t sample) { return data_[sample * features_ + feature]; }
-  float operator()(std::size_t feature, std::size_t sample) const { return data_[sample * features_ + feature]; }
+  T* data() { return data_.data(); }
+  const T* data() const { return data_.data(); }
+  std::span<T> values() { return data_; }
+  std::span<const T> values() const { return data_; }
+  T& operator()(std::size_t feature, std::size_t sample) { return data_[sample * features_ + feature]; }
+  T operator()(std::size_t feature, std::size_t sample) const { return data_[sample * features_ + feature]; }
+
+  friend bool operator==(const basic_matrix&, const basic_matrix&) = default;
 
  private:
   void check_size() const {
@@ -45,7 +55,9 @@ class matrix {
 
   std::size_t features_ = 0;
   std::size_t batch_ = 0;
-  std::vector<float> data_;
+  std::vector<T> data_;
 };
+
+using matrix = basic_matrix<float>;
 
 }  // namespace tl
