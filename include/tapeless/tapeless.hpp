@@ -1,20 +1,25 @@
-// tapeless: compile-time reverse-mode AD and small neural networks, CPU path.
+// tapeless: compile-time reverse-mode AD and neural networks, CPU path.
 // This header never includes CUDA, Thrust or CUB; builds with g++ alone.
 #pragma once
 
 #include "tapeless/core/config.hpp"
 #include "tapeless/core/dual.hpp"
 #include "tapeless/core/errors.hpp"
-#include "tapeless/core/functions.hpp"
 #include "tapeless/core/math.hpp"
+#include "tapeless/expr/array.hpp"
 #include "tapeless/expr/autodiff.hpp"
-#include "tapeless/expr/expression.hpp"
+#include "tapeless/expr/functions.hpp"
+#include "tapeless/expr/operators.hpp"
 #include "tapeless/nn/chain.hpp"
 #include "tapeless/nn/dense.hpp"
+#include "tapeless/nn/expression_loss.hpp"
+#include "tapeless/nn/layer_norm.hpp"
 #include "tapeless/nn/losses.hpp"
 #include "tapeless/nn/matrix.hpp"
 #include "tapeless/nn/optimizers.hpp"
 #include "tapeless/nn/parameters.hpp"
 #include "tapeless/nn/rng.hpp"
+#include "tapeless/nn/skip.hpp"
+#include "tapeless/train/state.hpp"
 #include "tapeless/cpu/batch.hpp"
 #include "tapeless/cpu/train.hpp"

@@ -82,7 +82,7 @@ TEST(SeedModel, ApplyMatchesReferenceForward) {
 template <class Model, class Loss>
 double loss64(const Model& model, const Loss& loss, const std::vector<double>& p, const tl::matrix& x,
               const tl::matrix& y) {
-  tl::detail::group_scratch<Model, 1, double> scratch;
+  tl::detail::group_buffers<Model, 1, double> scratch;
   double total = 0;
   for (std::size_t s = 0; s < x.batch(); ++s) {
     double xs[Model::inputs], ys[Model::outputs], dout[Model::outputs], l;
@@ -162,7 +162,8 @@ TEST(Init, GlorotUniformWeightsZeroBiasReproducible) {
   }
   EXPECT_NEAR(sum_sq / 1500, limit * limit / 3, 0.1 * limit * limit / 3);  // variance of U(-a, a)
   for (std::size_t k = 1500; k < 1550; ++k) EXPECT_EQ(p[k], 0.0f);
-  EXPECT_EQ((decltype(model)::bias_offset<1>), 1550u + 100u);
+  using Model = std::remove_cvref_t<decltype(model)>;
+  EXPECT_EQ(Model::parameter_offset<1> + Model::layer_type<1>::bias_offset, 1550u + 100u);
 }
 
 TEST(Errors, SizeMismatchesNameBothSizes) {

@@ -119,7 +119,7 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
   const auto params = seed_fit::initial_parameters();
   const auto model = seed_fit::make_model();
   if (std::thread::hardware_concurrency() > 1) {
-    EXPECT_GT(tl::detail::cpu_threads_for(batch), 1u);
+    EXPECT_GT(tl::detail::cpu_threads_for(batch, 49), 1u);
   }
   const auto threaded = tl::value_and_grad(tl::mse, model, params, data.x, data.y);
   std::vector<float> lanes(49 * tl::detail::cpu_lanes);

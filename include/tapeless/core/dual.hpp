@@ -32,6 +32,7 @@ struct dual {
   TL_HD friend constexpr bool operator>(dual a, dual b) { return a.value > b.value; }
   TL_HD friend constexpr bool operator<=(dual a, dual b) { return a.value <= b.value; }
   TL_HD friend constexpr bool operator>=(dual a, dual b) { return a.value >= b.value; }
+  TL_HD friend constexpr bool operator==(dual a, dual b) { return a.value == b.value; }
 };
 
 namespace math {
@@ -43,6 +44,12 @@ template <class T> TL_HD dual<T> sqrt(dual<T> a) { const T y = sqrt(a.value); re
 template <class T> TL_HD dual<T> sin(dual<T> a) { return {sin(a.value), cos(a.value) * a.tangent}; }
 template <class T> TL_HD dual<T> cos(dual<T> a) { return {cos(a.value), -sin(a.value) * a.tangent}; }
 template <class T> TL_HD dual<T> tanh(dual<T> a) { const T y = tanh(a.value); return {y, (T(1) - y * y) * a.tangent}; }
+template <class T> TL_HD dual<T> expm1(dual<T> a) { return {expm1(a.value), exp(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> tan(dual<T> a) { const T y = tan(a.value); return {y, (T(1) + y * y) * a.tangent}; }
+template <class T> TL_HD dual<T> atan(dual<T> a) { return {atan(a.value), a.tangent / (T(1) + a.value * a.value)}; }
+template <class T> TL_HD dual<T> sinh(dual<T> a) { return {sinh(a.value), cosh(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> cosh(dual<T> a) { return {cosh(a.value), sinh(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> asinh(dual<T> a) { return {asinh(a.value), a.tangent / sqrt(T(1) + a.value * a.value)}; }
 template <class T> TL_HD dual<T> abs(dual<T> a) { return a.value < T(0) ? -a : a; }
 template <class T> TL_HD dual<T> erf(dual<T> a) {
   constexpr double two_over_sqrt_pi = 1.1283791670955126;
@@ -53,7 +60,6 @@ template <class T> TL_HD dual<T> pow(dual<T> a, dual<T> c) {
   const T y = pow(a.value, c.value);
   return {y, c.value * pow(a.value, c.value - T(1)) * a.tangent};
 }
-template <class T> TL_HD T primal(dual<T> a) { return primal(a.value); }
 }  // namespace math
 
 }  // namespace tl

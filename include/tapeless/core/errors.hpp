@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tl {
 
@@ -12,8 +14,12 @@ struct shape_error : std::invalid_argument {
 };
 
 // A loss or gradient is NaN or infinite; the step that produced it was not applied.
+// Thrown by fit, it carries the losses of the steps that were applied before it.
 struct numeric_error : std::runtime_error {
   using std::runtime_error::runtime_error;
+  numeric_error(const std::string& what, std::vector<double> history)
+      : std::runtime_error(what), loss_history(std::move(history)) {}
+  std::vector<double> loss_history;  // from fit: one loss per step applied
 };
 
 // A file could not be read or written, or its contents are not what was expected.

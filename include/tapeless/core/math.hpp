@@ -79,18 +79,23 @@ TL_HD inline float tanh(float x) { return detail::host_tanhf(x); }
 TL_HD inline double exp(double x) { return ::exp(x); }
 TL_HD inline double tanh(double x) { return ::tanh(x); }
 
-TL_HD inline float log(float x) { return ::logf(x); }
-TL_HD inline double log(double x) { return ::log(x); }
-TL_HD inline float log1p(float x) { return ::log1pf(x); }
-TL_HD inline double log1p(double x) { return ::log1p(x); }
-TL_HD inline float sqrt(float x) { return ::sqrtf(x); }
-TL_HD inline double sqrt(double x) { return ::sqrt(x); }
-TL_HD inline float sin(float x) { return ::sinf(x); }
-TL_HD inline double sin(double x) { return ::sin(x); }
-TL_HD inline float cos(float x) { return ::cosf(x); }
-TL_HD inline double cos(double x) { return ::cos(x); }
-TL_HD inline float erf(float x) { return ::erff(x); }
-TL_HD inline double erf(double x) { return ::erf(x); }
+// The rest map to the C library (host) or CUDA's math library (device), float and double.
+#define TL_MATH_LIBM(NAME)                                          \
+  TL_HD inline float NAME(float x) { return ::NAME##f(x); }         \
+  TL_HD inline double NAME(double x) { return ::NAME(x); }
+TL_MATH_LIBM(log)
+TL_MATH_LIBM(log1p)
+TL_MATH_LIBM(expm1)
+TL_MATH_LIBM(sqrt)
+TL_MATH_LIBM(sin)
+TL_MATH_LIBM(cos)
+TL_MATH_LIBM(tan)
+TL_MATH_LIBM(atan)
+TL_MATH_LIBM(sinh)
+TL_MATH_LIBM(cosh)
+TL_MATH_LIBM(asinh)
+TL_MATH_LIBM(erf)
+#undef TL_MATH_LIBM
 TL_HD inline float abs(float x) { return ::fabsf(x); }
 TL_HD inline double abs(double x) { return ::fabs(x); }
 TL_HD inline float pow(float x, float c) { return ::powf(x, c); }
@@ -101,7 +106,5 @@ template <class T>
 TL_HD inline T select(bool condition, T if_true, T if_false) {
   return condition ? if_true : if_false;
 }
-TL_HD inline double primal(double x) { return x; }
-TL_HD inline float primal(float x) { return x; }
 
 }  // namespace tl::math

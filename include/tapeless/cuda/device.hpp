@@ -44,32 +44,42 @@ inline device cuda_device(int index = 0) {
 // The GPU when one is usable, else the CPU.
 inline device default_device() { return cuda_device_count() > 0 ? cuda_device(0) : cpu_device(); }
 
-// A batch in GPU memory, same layout as tl::matrix: (features, batch), sample-major.
-struct device_matrix {
-  std::size_t features = 0, batch = 0;
-  thrust::device_vector<float> values;
-  const float* data() const { return thrust::raw_pointer_cast(values.data()); }
+// A batch in GPU memory, same layout as tl::basic_matrix: (features, batch),
+// sample-major. tl::device_matrix holds floats.
+template <class T>
+struct basic_device_matrix {
+  using value_type = T;
+  std::size_t rows = 0, samples = 0;
+  thrust::device_vector<T> values;
+  std::size_t features() const { return rows; }
+  std::size_t batch() const { return samples; }
+  const T* data() const { return thrust::raw_pointer_cast(values.data()); }
+  T* data() { return thrust::raw_pointer_cast(values.data()); }
 };
+using device_matrix = basic_device_matrix<float>;
 
-inline device_matrix to_device(const matrix& m) {
-  device_matrix d{m.features(), m.batch(), {}};
+template <class T>
+basic_device_matrix<T> to_device(const basic_matrix<T>& m) {
+  basic_device_matrix<T> d{m.features(), m.batch(), {}};
   d.values.assign(m.data(), m.data() + m.size());
   return d;
 }
 // `x | tl::cuda_device()` moves a batch to the GPU; `d | tl::cpu_device()` back.
-inline device_matrix operator|(const matrix& m, const device& dev) {
+template <class T>
+basic_device_matrix<T> operator|(const basic_matrix<T>& m, const device& dev) {
   if (!dev.is_cuda()) throw shape_error("tapeless: a host matrix | " + dev.name() + ": use a CUDA device");
   return to_device(m);
 }
-inline matrix to_host(const device_matrix& d);
-inline matrix operator|(const device_matrix& d, const device& dev) {
-  if (dev.is_cuda()) throw shape_error("tapeless: a device matrix | " + dev.name() + ": use tl::cpu_device()");
-  return to_host(d);
-}
-inline matrix to_host(const device_matrix& d) {
-  matrix m(d.features, d.batch);
+template <class T>
+basic_matrix<T> to_host(const basic_device_matrix<T>& d) {
+  basic_matrix<T> m(d.features(), d.batch());
   thrust::copy(d.values.begin(), d.values.end(), m.data());
   return m;
+}
+template <class T>
+basic_matrix<T> operator|(const basic_device_matrix<T>& d, const device& dev) {
+  if (dev.is_cuda()) throw shape_error("tapeless: a device matrix | " + dev.name() + ": use tl::cpu_device()");
+  return to_host(d);
 }
 
 }  // namespace tl

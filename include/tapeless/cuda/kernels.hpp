@@ -1,11 +1,13 @@
-// The fused CUDA kernels. Each thread runs whole samples through the same generated
-// per-sample code as the CPU (nn/sample_pass.hpp with one lane), keeping its
-// activations and its share of the gradient in registers; a block sums the gradients
-// with warp shuffles and one barrier. Only plain aggregates reach device code.
+// The fused CUDA kernels of the per-thread path. Each thread runs whole samples
+// through the model's generated per-sample code (nn/sample_pass.hpp with one lane:
+// the same layer protocol the CPU drives), keeping its activations and its share of
+// the gradient in registers; a block sums the gradients with warp shuffles and one
+// barrier. Only plain aggregates reach device code. T is float or double.
 #pragma once
 
 #include <cstddef>
 
+#include "tapeless/nn/optimizers.hpp"
 #include "tapeless/nn/sample_pass.hpp"
 
 namespace tl::detail::gpu {
@@ -14,18 +16,17 @@ inline constexpr int warp_size = 32;
 
 // Adds the losses and gradients of samples first, first + stride, ... into acc
 // (acc[P] holds the summed loss).
-template <class Model, class Loss, std::size_t N = Model::parameter_count + 1>
-__device__ inline void accumulate_samples(const Model& model, const Loss& loss, const float* params, const float* x,
-                                          const float* y, std::size_t batch, std::size_t first, std::size_t stride,
-                                          float (&acc)[N]) {
+template <class Model, class Loss, class T, std::size_t N>
+__device__ inline void accumulate_samples(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
+                                          std::size_t batch, std::size_t first, std::size_t stride, T (&acc)[N]) {
   constexpr std::size_t In = Model::inputs, Out = Model::outputs, P = Model::parameter_count;
   for (std::size_t s = first; s < batch; s += stride) {
-    group_scratch<Model, 1, float> scratch;
-    const float* yhat = forward_group(model, params, x + s * In, scratch);
-    float dout[Out], l;
+    group_buffers<Model, 1, T> buffers;
+    const T* yhat = forward_group(model, params, x + s * In, buffers);
+    T dout[Out], l;
     loss.template group<Out, 1>(yhat, y + s * Out, dout, &l);
     acc[P] += l;
-    backward_group<Model>(params, x + s * In, scratch, dout, acc);
+    backward_group(model, params, x + s * In, buffers, dout, acc);
   }
 }
 
@@ -33,29 +34,29 @@ __device__ inline void accumulate_samples(const Model& model, const Loss& loss, 
 // multiple of 32): at each of the 5 butterfly levels a lane sends the half it gives
 // away and keeps the other, so a warp issues ~padded shuffles in all instead of
 // 5 * N, and lane l ends with the warp's sums of entries padded/32 * l + i. The
-// warps' rows then lie in `scratch` ((blockDim / 32) * padded floats of shared
+// warps' rows then lie in `scratch` ((blockDim / 32) * padded values of shared
 // memory) and warp_row_total() adds them up in a fixed order (deterministic).
 template <std::size_t N>
 inline constexpr std::size_t padded_sums = (N + warp_size - 1) / warp_size * warp_size;
 
 // One butterfly level: lanes `Offset` apart swap halves of a[0, 2 Half).
-template <int Offset, std::size_t Half, std::size_t M>
-__device__ inline void reduce_scatter_level(float (&a)[M], int lane) {
+template <int Offset, std::size_t Half, class T, std::size_t M>
+__device__ inline void reduce_scatter_level(T (&a)[M], int lane) {
   const bool upper = lane & Offset;  // the upper lane keeps the second half
 #pragma unroll
   for (std::size_t i = 0; i < Half; ++i) {
-    const float send = upper ? a[i] : a[i + Half], keep = upper ? a[i + Half] : a[i];
+    const T send = upper ? a[i] : a[i + Half], keep = upper ? a[i + Half] : a[i];
     a[i] = keep + __shfl_xor_sync(0xffffffffu, send, Offset);
   }
 }
 
-template <std::size_t N>
-__device__ inline void warp_sums_to_shared(const float (&acc)[N], float* scratch) {
+template <class T, std::size_t N>
+__device__ inline void warp_sums_to_shared(const T (&acc)[N], T* scratch) {
   constexpr std::size_t M = padded_sums<N>;
   const int lane = threadIdx.x % warp_size, warp = threadIdx.x / warp_size;
-  float a[M];
+  T a[M];
 #pragma unroll
-  for (std::size_t j = 0; j < M; ++j) a[j] = j < N ? acc[j] : 0.0f;
+  for (std::size_t j = 0; j < M; ++j) a[j] = j < N ? acc[j] : T(0);
   reduce_scatter_level<16, M / 2>(a, lane);
   reduce_scatter_level<8, M / 4>(a, lane);
   reduce_scatter_level<4, M / 8>(a, lane);
@@ -66,158 +67,232 @@ __device__ inline void warp_sums_to_shared(const float (&acc)[N], float* scratch
   for (std::size_t i = 0; i < per_lane; ++i) scratch[warp * M + per_lane * lane + i] = a[i];
 }
 
-template <std::size_t N>
-__device__ inline float warp_row_total(const float* scratch, std::size_t j) {
-  float s = 0.0f;
+template <std::size_t N, class T>
+__device__ inline T warp_row_total(const T* scratch, std::size_t j) {
+  T s = T(0);
   for (int w = 0; w < int(blockDim.x) / warp_size; ++w) s += scratch[w * padded_sums<N> + j];
   return s;
 }
 
-// Sums acc over the block into out[0, N) (shared or global); `scratch` holds
-// (blockDim / 32) * padded_sums<N> floats of shared memory.
-template <std::size_t N>
-__device__ inline void block_sum(const float (&acc)[N], float* scratch, float* out) {
-  warp_sums_to_shared(acc, scratch);
-  __syncthreads();
-  for (std::size_t j = threadIdx.x; j < N; j += blockDim.x) out[j] = warp_row_total<N>(scratch, j);
-}
+// The per-step path writes one row of `partial_row<P>` values per block: the P
+// gradient sums, the loss sum, then a flag that is 1 when the block's gradient sums
+// hold a NaN or an infinity (an Inf in the data can leave the loss finite). The
+// reduce kernel sums the flags like the loss, so every block of it sees the same
+// verdict and no parameter moves unless all may.
+template <std::size_t P>
+inline constexpr std::size_t partial_row = P + 2;
 
-// Per-step path, kernel 1: one partial sum (gradient and loss) per block. Block 0
-// also advances the device-side step counter, so that a captured graph of many steps
-// can be replayed: no step number is baked into it.
-template <class Model, class Loss>
-__global__ void partial_sums_kernel(Model model, Loss loss, const float* params, const float* x, const float* y,
-                                    std::size_t batch, float* partials, long* step_counter) {
-  constexpr std::size_t N = Model::parameter_count + 1;
-  extern __shared__ float shared[];  // (blockDim / 32) * padded_sums<N>
+// Per-step path, kernel 1: one partial row per block. Block 0 also advances the
+// device-side step counter, so that a captured graph of many steps can be replayed:
+// no step number is baked into it.
+template <class Model, class Loss, class T>
+__global__ void partial_sums_kernel(Model model, Loss loss, const T* params, const T* x, const T* y,
+                                    std::size_t batch, T* partials, long* step_counter) {
+  constexpr std::size_t P = Model::parameter_count, N = P + 1;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  T* shared = reinterpret_cast<T*>(shared_bytes);  // (blockDim / 32) * padded_sums<N>
   if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
-  float acc[N] = {};
+  T acc[N] = {};
   accumulate_samples(model, loss, params, x, y, batch, blockIdx.x * blockDim.x + threadIdx.x,
                      std::size_t(gridDim.x) * blockDim.x, acc);
-  block_sum(acc, shared, partials + blockIdx.x * N);
+  warp_sums_to_shared(acc, shared);
+  __syncthreads();
+  T* out = partials + blockIdx.x * partial_row<P>;
+  bool finite = true;
+  for (std::size_t j = threadIdx.x; j < N; j += blockDim.x) {
+    out[j] = warp_row_total<N>(shared, j);
+    if (j < P) finite &= bool(isfinite(out[j]));
+  }
+  const bool any_bad = __syncthreads_or(!finite);
+  if (threadIdx.x == 0) out[P + 1] = any_bad ? T(1) : T(0);
+}
+
+// Per-step path, kernel 1 for models with more gradient sums than registers hold
+// (any layers, float or double): the same row, from sums kept in local memory and
+// added across a warp one entry at a time. Slower than the register and tiled
+// kernels; it exists so that every model runs (docs/design.md, "GPU paths").
+template <class Model, class Loss, class T>
+__global__ void general_partial_sums_kernel(Model model, Loss loss, const T* params, const T* x, const T* y,
+                                            std::size_t batch, T* partials, long* step_counter) {
+  constexpr std::size_t P = Model::parameter_count, N = P + 1;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  T* warp_rows = reinterpret_cast<T*>(shared_bytes);  // (blockDim / 32) rows of N
+  if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
+  T acc[N] = {};
+  accumulate_samples(model, loss, params, x, y, batch, blockIdx.x * blockDim.x + threadIdx.x,
+                     std::size_t(gridDim.x) * blockDim.x, acc);
+  const int lane = threadIdx.x % warp_size, warp = threadIdx.x / warp_size;
+  for (std::size_t j = 0; j < N; ++j) {
+    T v = acc[j];
+    for (int offset = warp_size / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_rows[warp * N + j] = v;
+  }
+  __syncthreads();
+  T* out = partials + blockIdx.x * partial_row<P>;
+  bool finite = true;
+  for (std::size_t j = threadIdx.x; j < N; j += blockDim.x) {
+    T v = T(0);
+    for (int w = 0; w < int(blockDim.x) / warp_size; ++w) v += warp_rows[w * N + j];
+    out[j] = v;
+    if (j < P) finite &= bool(isfinite(v));
+  }
+  const bool any_bad = __syncthreads_or(!finite);
+  if (threadIdx.x == 0) out[P + 1] = any_bad ? T(1) : T(0);
 }
 
 // Per-step path, kernel 2, on blocks of reduce_columns x reduce_rows threads: each
 // block sums 32 columns of the block partials (rows split over threadIdx.y, then
-// added in a fixed order: deterministic), and every block sums the loss column the
-// same way, so all agree on it. Writes the loss (to loss_out and, if given, to
-// history[step - 1 - step_counter[1]], step_counter[1] being the first step of the
-// running fit), then either the gradient (`grad`) or the optimizer update for step
-// step_counter[0]. A non-finite loss records the step in *failed_step and leaves
-// everything unchanged.
+// added in a fixed order: deterministic), and every block sums the loss and flag
+// columns the same way, so all agree on them. Writes the loss (to loss_out and, if
+// given, to history[step - 1 - step_counter[1]], step_counter[1] being the first step
+// of the running fit), then either the gradient (`grad`) or the optimizer update for
+// step step_counter[0]. A non-finite loss or gradient records the step in failed[0]
+// (and 0 for the loss, 1 for the gradient in failed[1]) and changes nothing.
 inline constexpr int reduce_columns = warp_size, reduce_rows = 8;
 
-template <class Model, class Optimizer>
+template <class Model, class Optimizer, class T>
 __global__ void __launch_bounds__(reduce_columns * reduce_rows)
-    reduce_update_kernel(const float* partials, int blocks, float scale, float* loss_out, float* grad, Optimizer opt,
-                         float* params, float* state, const long* step_counter, float* history, long* failed_step) {
-  constexpr std::size_t P = Model::parameter_count, N = P + 1;
-  __shared__ float sums[reduce_rows][reduce_columns + 1];
-  __shared__ float warp_losses[reduce_rows];
+    reduce_update_kernel(const T* partials, int blocks, T scale, T* loss_out, T* grad, Optimizer opt, T* params,
+                         T* state, const long* step_counter, T* history, long* failed) {
+  constexpr std::size_t P = Model::parameter_count, R = partial_row<P>;
+  __shared__ T sums[reduce_rows][reduce_columns + 1];
+  __shared__ T warp_totals[2][reduce_rows];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  float loss = 0.0f;
-  for (int b = ty * reduce_columns + tx; b < blocks; b += reduce_columns * reduce_rows) loss += partials[b * N + P];
-  for (int offset = warp_size / 2; offset > 0; offset /= 2) loss += __shfl_xor_sync(0xffffffffu, loss, offset);
-  if (tx == 0) warp_losses[ty] = loss;
+  T loss = T(0), flags = T(0);
+  for (int b = ty * reduce_columns + tx; b < blocks; b += reduce_columns * reduce_rows) {
+    loss += partials[b * R + P];
+    flags += partials[b * R + P + 1];
+  }
+  for (int offset = warp_size / 2; offset > 0; offset /= 2) {
+    loss += __shfl_xor_sync(0xffffffffu, loss, offset);
+    flags += __shfl_xor_sync(0xffffffffu, flags, offset);
+  }
+  if (tx == 0) {
+    warp_totals[0][ty] = loss;
+    warp_totals[1][ty] = flags;
+  }
   const std::size_t j = blockIdx.x * reduce_columns + tx;
-  float g = 0.0f;
+  T g = T(0);
   if (j < P)
-    for (int b = ty; b < blocks; b += reduce_rows) g += partials[b * N + j];
+    for (int b = ty; b < blocks; b += reduce_rows) g += partials[b * R + j];
   sums[ty][tx] = g;
   __syncthreads();
   if (ty != 0) return;
-  loss = 0.0f;
-  for (int w = 0; w < reduce_rows; ++w) loss += warp_losses[w];
+  loss = flags = T(0);
+  for (int w = 0; w < reduce_rows; ++w) {
+    loss += warp_totals[0][w];
+    flags += warp_totals[1][w];
+  }
   loss *= scale;
   const long step = step_counter ? *step_counter : 1;  // counts from 1
   if (blockIdx.x == 0 && tx == 0) {
     *loss_out = loss;
     if (history) history[step - 1 - step_counter[1]] = loss;
   }
-  if (!isfinite(loss)) {
-    if (blockIdx.x == 0 && tx == 0 && failed_step)
-      atomicCAS(reinterpret_cast<unsigned long long*>(failed_step), ~0ull, (unsigned long long)(step - 1));
+  if (!isfinite(loss) || flags != T(0)) {
+    if (blockIdx.x == 0 && tx == 0 && failed &&
+        atomicCAS(reinterpret_cast<unsigned long long*>(failed), ~0ull, (unsigned long long)(step - 1)) == ~0ull)
+      failed[1] = isfinite(loss) ? 1 : 0;
     return;
   }
   if (j >= P) return;
-  g = 0.0f;
+  g = T(0);
   for (int r = 0; r < reduce_rows; ++r) g += sums[r][tx];
   g *= scale;
   if (grad) grad[j] = g;
-  if (params) optimizer_update(opt, opt.at_step(step), params, g, state, j, P);
+  if (params) optimizer_update<Optimizer>(opt.template at_step<T>(step), params, g, state, j, P);
 }
 
-template <class Model, class Optimizer>
-void launch_reduce_update(const float* partials, int blocks, float scale, float* loss_out, float* grad,
-                          const Optimizer& opt, float* params, float* state, const long* step_counter, float* history,
-                          long* failed_step, cudaStream_t stream) {
+template <class Model, class Optimizer, class T>
+void launch_reduce_update(const T* partials, int blocks, T scale, T* loss_out, T* grad, const Optimizer& opt, T* params,
+                          T* state, const long* step_counter, T* history, long* failed, cudaStream_t stream) {
   constexpr int grid = int((Model::parameter_count + reduce_columns - 1) / reduce_columns);
-  reduce_update_kernel<Model, Optimizer><<<grid, dim3(reduce_columns, reduce_rows), 0, stream>>>(
-      partials, blocks, scale, loss_out, grad, opt, params, state, step_counter, history, failed_step);
+  reduce_update_kernel<Model, Optimizer, T><<<grid, dim3(reduce_columns, reduce_rows), 0, stream>>>(
+      partials, blocks, scale, loss_out, grad, opt, params, state, step_counter, history, failed);
 }
 
 // The model's outputs, one thread per sample.
-template <class Model>
-__global__ void apply_kernel(Model model, const float* params, const float* x, std::size_t batch, float* y) {
+template <class Model, class T>
+__global__ void apply_kernel(Model model, const T* params, const T* x, std::size_t batch, T* y) {
   for (std::size_t s = blockIdx.x * blockDim.x + threadIdx.x; s < batch; s += std::size_t(gridDim.x) * blockDim.x) {
-    group_scratch<Model, 1, float> scratch;
-    const float* out = forward_group(model, params, x + s * Model::inputs, scratch);
+    group_buffers<Model, 1, T> buffers;
+    const T* out = forward_group(model, params, x + s * Model::inputs, buffers);
     for (std::size_t o = 0; o < Model::outputs; ++o) y[s * Model::outputs + o] = out[o];
   }
 }
 
 // The whole training loop in one launch of one block: parameters and optimizer state
-// live in shared memory for all epochs; the loss history goes to global memory. Two
-// barriers a step: after the warps' sums, and after the update. The optimizer's
-// per-step constants (Adam's bias corrections: double-precision powers) are computed
-// `constants_chunk` steps at a time by all threads, off the step's critical path, into
-// one of two tables: a slow thread may still read the other in its last update.
+// live in shared memory for all epochs; the loss history goes to global memory. Three
+// barriers a step: after the warps' sums, after every thread has checked its share
+// of the gradient (__syncthreads_or: a NaN anywhere stops the loop before any
+// update), and after the update. The optimizer's per-step constants (Adam's bias
+// corrections: double-precision powers) are computed `constants_chunk` steps at a
+// time by all threads, off the step's critical path, into one of two tables: a slow
+// thread may still read the other in its last update.
 inline constexpr int constants_chunk = 64;
 
-template <class Model, class Optimizer>
+template <class Model, class Optimizer, class T>
 struct one_block_layout {
-  using constants = typename Optimizer::constants;
+  using constants = typename Optimizer::template constants<T>;
   static constexpr std::size_t P = Model::parameter_count, N = P + 1, S = Optimizer::state_slots;
-  static constexpr std::size_t state = (P + 3) / 4 * 4, table = state + (S * P + 3) / 4 * 4;
-  static constexpr std::size_t scratch = table + (2 * constants_chunk * sizeof(constants) + 15) / 16 * 4;
-  static constexpr std::size_t floats(int threads) { return scratch + threads / warp_size * padded_sums<N>; }
+  static constexpr std::size_t per16 = 16 / sizeof(T);  // values per 16 bytes
+  static constexpr std::size_t round16(std::size_t n) { return (n + per16 - 1) / per16 * per16; }
+  static constexpr std::size_t state = round16(P), table = state + round16(S * P);
+  static constexpr std::size_t scratch = table + round16((2 * constants_chunk * sizeof(constants) + sizeof(T) - 1) / sizeof(T));
+  static constexpr std::size_t values(int threads) { return scratch + threads / warp_size * padded_sums<N>; }
+  // The most gradient entries a thread updates in one step.
+  static constexpr std::size_t per_thread(int threads) { return (P + threads - 1) / threads; }
 };
 
-template <class Model, class Loss, class Optimizer>
-__global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, const float* x, const float* y,
-                                     std::size_t batch, float scale, float* params_global, float* state_global,
-                                     long first_step, int epochs, float* history, long* failed_step) {
-  using layout = one_block_layout<Model, Optimizer>;
+template <class Model, class Loss, class Optimizer, class T>
+__global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, const T* x, const T* y, std::size_t batch,
+                                     T scale, T* params_global, T* state_global, long first_step, int epochs,
+                                     T* history, long* failed) {
+  using layout = one_block_layout<Model, Optimizer, T>;
   constexpr std::size_t P = layout::P, N = layout::N, S = layout::S;
-  extern __shared__ float4 shared_storage[];  // 16-byte aligned: parameters load as float4
-  float* shared = reinterpret_cast<float*>(shared_storage);
-  float* params = shared;
-  float* state = shared + layout::state;
+  constexpr std::size_t max_owned = (P + warp_size - 1) / warp_size;  // at 32 threads, the fewest allowed
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  T* shared = reinterpret_cast<T*>(shared_bytes);
+  T* params = shared;
+  T* state = shared + layout::state;
   auto* table = reinterpret_cast<typename layout::constants*>(shared + layout::table);
-  float* scratch = shared + layout::scratch;
+  T* scratch = shared + layout::scratch;
   for (std::size_t j = threadIdx.x; j < P; j += blockDim.x) params[j] = params_global[j];
   for (std::size_t j = threadIdx.x; j < S * P; j += blockDim.x) state[j] = state_global[j];
-  int e = 0;
-  for (; e < epochs; ++e) {
+  for (int e = 0; e < epochs; ++e) {
     auto* constants = table + (e / constants_chunk % 2) * constants_chunk;
     if (e % constants_chunk == 0)  // visible after the barrier below
       for (int i = threadIdx.x; i < constants_chunk && e + i < epochs; i += blockDim.x)
-        constants[i] = opt.at_step(first_step + e + i + 1);
+        constants[i] = opt.template at_step<T>(first_step + e + i + 1);
     __syncthreads();  // parameters, state and constants written; the last step's sums read
-    float acc[N] = {};
+    T acc[N] = {};
     accumulate_samples(model, loss, params, x, y, batch, threadIdx.x, blockDim.x, acc);
     warp_sums_to_shared(acc, scratch);
     __syncthreads();
-    // Every thread adds up the loss itself: all see the same value and exit together.
-    const float value = warp_row_total<N>(scratch, P) * scale;
-    if (!isfinite(value)) {
-      if (threadIdx.x == 0) *failed_step = first_step + e;
+    // Every thread adds up the loss itself: all see the same value.
+    const T value = warp_row_total<N>(scratch, P) * scale;
+    T g[max_owned];
+    bool finite = isfinite(value);
+#pragma unroll
+    for (std::size_t r = 0; r < max_owned; ++r) {
+      const std::size_t j = threadIdx.x + r * blockDim.x;
+      g[r] = j < P ? warp_row_total<N>(scratch, j) * scale : T(0);
+      finite &= bool(isfinite(g[r]));
+    }
+    if (__syncthreads_or(!finite)) {
+      if (threadIdx.x == 0) {
+        failed[0] = first_step + e;
+        failed[1] = isfinite(value) ? 1 : 0;
+      }
       break;
     }
     if (threadIdx.x == 0) history[e] = value;
     const auto& c = constants[e % constants_chunk];
-    for (std::size_t j = threadIdx.x; j < P; j += blockDim.x)
-      optimizer_update(opt, c, params, warp_row_total<N>(scratch, j) * scale, state, j, P);
+#pragma unroll
+    for (std::size_t r = 0; r < max_owned; ++r) {
+      const std::size_t j = threadIdx.x + r * blockDim.x;
+      if (j < P) optimizer_update<Optimizer>(c, params, g[r], state, j, P);
+    }
   }
   __syncthreads();
   for (std::size_t j = threadIdx.x; j < P; j += blockDim.x) params_global[j] = params[j];

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/nn/chain.hpp"
+#include "tapeless/nn/dense.hpp"
 
 namespace tl {
 // How the tiled kernels multiply layers whose widths are both multiples of 16:
@@ -16,6 +19,26 @@ enum class matmul_precision { fp32, tf32 };
 }  // namespace tl
 
 namespace tl::detail::gpu {
+
+// The tiled kernels are a fast path for chains of dense layers, in float: they read
+// a layer's W[o][i] and b[o] through dense's own offsets (nn/dense.hpp), and every
+// other model takes the per-thread path.
+template <class Layer> struct is_dense : std::false_type {};
+template <std::size_t In, std::size_t Out, class A> struct is_dense<dense_layer<In, Out, A>> : std::true_type {};
+template <class Model> struct is_dense_chain : std::false_type {};
+template <class... L> struct is_dense_chain<chain<L...>> : std::bool_constant<(is_dense<L>::value && ...)> {};
+template <class Model, class T>
+inline constexpr bool tiled_supports = std::is_same_v<T, float> && is_dense_chain<Model>::value;
+
+// Where layer L's weights and biases start in the model's flat parameters.
+template <class Model, std::size_t L>
+inline constexpr std::size_t weights_at =
+    Model::template parameter_offset<L> + Model::template layer_type<L>::weight_offset;
+template <class Model, std::size_t L>
+inline constexpr std::size_t bias_at = Model::template parameter_offset<L> + Model::template layer_type<L>::bias_offset;
+// Units over all layers: each has a row of outputs and a row of slopes in a tile.
+template <class Model>
+inline constexpr std::size_t output_count = Model::template output_offset<Model::depth>;
 
 inline constexpr int tiled_threads = 256;
 inline constexpr std::size_t tiled_warps = tiled_threads / warp_size;
@@ -55,7 +78,7 @@ struct tiled_layer {
   static constexpr std::size_t bias_rounds = ceil_div(4 * Out, tiled_threads);
   static constexpr std::size_t slice = rounds * (uses_mma ? 4 * mma_group : 16) + bias_rounds;
   // Weight rows start 16-byte aligned and hold whole float4s.
-  static constexpr bool float4_rows = In % 4 == 0 && Model::template weight_offset<L> % 4 == 0;
+  static constexpr bool float4_rows = In % 4 == 0 && weights_at<Model, L> % 4 == 0;
   // Tensor-core layers keep a TF32-rounded copy of W, rows padded to In + 4 floats
   // (fragment loads of 8 rows hit distinct banks).
   static constexpr std::size_t mma_row = In + 4;
@@ -90,7 +113,7 @@ constexpr std::size_t mma_copy_offset(std::size_t layer, std::index_sequence<L..
 template <class Model>
 inline constexpr std::size_t params_floats = round4(Model::parameter_count);
 template <class Model>
-inline constexpr std::size_t row_floats = (Model::inputs + 2 * Model::activation_count) * row;
+inline constexpr std::size_t row_floats = (Model::inputs + 2 * output_count<Model>) * row;
 
 template <class Model, matmul_precision P>
 struct tiled_layout {
@@ -108,12 +131,12 @@ template <class Model, std::size_t L>
 __device__ inline float* tile_out(float* shared) {
   float* rows = shared + params_floats<Model>;
   if constexpr (L == std::size_t(-1)) return rows;
-  else return rows + (Model::inputs + Model::template activation_offset<L>) * row;
+  else return rows + (Model::inputs + Model::template output_offset<L>) * row;
 }
 template <class Model, std::size_t L>
 __device__ inline float* tile_slope(float* shared) {
   return shared + params_floats<Model> +
-         (Model::inputs + Model::activation_count + Model::template activation_offset<L>) * row;
+         (Model::inputs + output_count<Model> + Model::template output_offset<L>) * row;
 }
 
 }  // namespace tl::detail::gpu

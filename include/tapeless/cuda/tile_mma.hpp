@@ -73,7 +73,7 @@ __device__ inline void copy_mma_weights(const float* global_params, float* share
   using shape = tiled_layer<Model, L, P>;
   if constexpr (shape::uses_mma) {
     float* copy = shared + tiled_layout<Model, P>::template mma_copy<L>;
-    const float* w = global_params + Model::template weight_offset<L>;
+    const float* w = global_params + weights_at<Model, L>;
     for (std::size_t e = threadIdx.x; e < shape::Out * shape::In; e += tiled_threads)
       copy[e / shape::In * shape::mma_row + e % shape::In] = __uint_as_float(to_tf32(w[e]) & ~0x1fffu);
   }
@@ -96,9 +96,9 @@ template <class Model, std::size_t L, matmul_precision P>
 __device__ inline void mma_forward(const Model& model, const float* params, float* shared) {
   using shape = tiled_layer<Model, L, P>;
   const float* w = shared + tiled_layout<Model, P>::template mma_copy<L>;
-  const float* b = params + Model::template bias_offset<L>;
+  const float* b = params + bias_at<Model, L>;
   const float* in = tile_out<Model, L - 1>(shared);
-  const auto& act = model.template layer<L>().activation;
+  const auto& act = model.template sublayer<L>().activation;
   const lane_position l;
   for (std::size_t group = threadIdx.x / warp_size; group < shape::Out / 16 * sample_groups; group += tiled_warps) {
     const std::size_t m0 = 16 * (group / sample_groups), n0 = 8 * sample_group * (group % sample_groups);
@@ -207,7 +207,7 @@ __device__ inline void mma_store_weights(const float (&acc)[R], float* out) {
 #pragma unroll
     for (std::size_t e = 0; e < 4 * NT; ++e) {
       const std::size_t j = e / 4, r = e % 4, o = m0 + l.g + 8 * (r / 2), i = n0 + 8 * j + 2 * l.t + r % 2;
-      out[Model::template weight_offset<L> + o * shape::In + i] = a[e];
+      out[weights_at<Model, L> + o * shape::In + i] = a[e];
     }
   }
 }

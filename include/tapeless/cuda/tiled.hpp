@@ -30,10 +30,10 @@ template <class Model, std::size_t L>
 __device__ inline void fp32_forward(const Model& model, const float* params, float* shared) {
   using shape = tiled_layer<Model, L, matmul_precision::fp32>;
   constexpr std::size_t In = shape::In, Out = shape::Out, G = shape::out_groups;
-  const float* w = params + Model::template weight_offset<L>;
-  const float* b = params + Model::template bias_offset<L>;
+  const float* w = params + weights_at<Model, L>;
+  const float* b = params + bias_at<Model, L>;
   const float* in = tile_out<Model, L - 1>(shared);
-  const auto& act = model.template layer<L>().activation;
+  const auto& act = model.template sublayer<L>().activation;
   for (std::size_t t = first_micro_tile<L, 0>(); t < G * sample_quads; t += tiled_threads) {
     const std::size_t s = 4 * (t % sample_quads), og = t / sample_quads;  // outputs og + G r
     float4 z[4];
@@ -155,7 +155,7 @@ template <class Model, std::size_t L>
 __device__ inline void fp32_input_delta(const float* params, float* shared) {
   using shape = tiled_layer<Model, L, matmul_precision::fp32>;
   constexpr std::size_t In = shape::In, Out = shape::Out;
-  const float* w = params + Model::template weight_offset<L>;
+  const float* w = params + weights_at<Model, L>;
   const float* delta = tile_slope<Model, L>(shared);
   float* below = tile_slope<Model, L - 1>(shared);
   for (std::size_t t = threadIdx.x; t < ceil_div(In, 4) * sample_quads; t += tiled_threads) {
@@ -219,7 +219,7 @@ __device__ inline void fp32_store_weights(const float (&acc)[R], float* out) {
       if (o >= Out) continue;
 #pragma unroll
       for (std::size_t ri = 0; ri < 4; ++ri)
-        if (ig + Gi * ri < In) out[Model::template weight_offset<L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
+        if (ig + Gi * ri < In) out[weights_at<Model, L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
     }
   }
 }
@@ -234,7 +234,7 @@ __device__ inline void store_slice(const float (&acc)[R], float* out) {
   for (std::size_t q = 0; q < shape::bias_rounds; ++q) {
     const std::size_t t = threadIdx.x + q * tiled_threads, o = t / 4;
     if (t % 4 == 0 && o < shape::Out)
-      out[Model::template bias_offset<L> + o] = acc[tiled_layout<Model, P>::template slice<L> + shape::slice - shape::bias_rounds + q];
+      out[bias_at<Model, L> + o] = acc[tiled_layout<Model, P>::template slice<L> + shape::slice - shape::bias_rounds + q];
   }
 }
 
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(tiled_threads, 2)
     tiled_partial_sums_kernel(Model model, Loss loss, const float* global_params, const float* x, const float* y,
                               std::size_t batch, float* partials, long* step_counter) {
   using layout = tiled_layout<Model, P>;
-  constexpr std::size_t In = Model::inputs, Out = Model::outputs, N = Model::parameter_count + 1;
+  constexpr std::size_t In = Model::inputs, Out = Model::outputs, Params = Model::parameter_count;
   constexpr std::size_t last = Model::depth - 1;
   extern __shared__ float4 shared_storage[];  // float4: 16-byte alignment for the float4 reads
   float* shared = reinterpret_cast<float*>(shared_storage);
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(tiled_threads, 2)
     tile_backward<Model, P>(params, shared, acc);
     __syncthreads();
   }
-  float* out = partials + blockIdx.x * N;  // this block's partial, in the flat parameter layout
+  float* out = partials + blockIdx.x * partial_row<Params>;  // this block's partial, in the flat parameter layout
   [&]<std::size_t... L>(std::index_sequence<L...>) { (store_slice<Model, L, P>(acc, out), ...); }(
       std::make_index_sequence<Model::depth>{});
   // The loss: summed over the first two warps (only threads < tile hold any).
@@ -289,12 +289,16 @@ __global__ void __launch_bounds__(tiled_threads, 2)
     for (int offset = warp_size / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     if (threadIdx.x % warp_size == 0) warp_losses[threadIdx.x / warp_size] = v;
   }
-  __syncthreads();
+  __syncthreads();  // also makes the block's gradient row visible to all its threads
   if (threadIdx.x == 0) {
     float v = 0.0f;
     for (std::size_t w = 0; w < tile / warp_size; ++w) v += warp_losses[w];
-    out[N - 1] = v;
+    out[Params] = v;
   }
+  bool finite = true;  // the flag column: a NaN or Inf among this block's gradient sums
+  for (std::size_t j = threadIdx.x; j < Params; j += blockDim.x) finite &= bool(isfinite(out[j]));
+  const bool any_bad = __syncthreads_or(!finite);
+  if (threadIdx.x == 0) out[Params + 1] = any_bad ? 1.0f : 0.0f;
 }
 
 }  // namespace tl::detail::gpu

@@ -1,6 +1,12 @@
 // The training API on a CUDA device: the same calls as the CPU path (train_state,
-// train_step, fit, apply, value_and_grad), taking device_matrix batches. Include
-// "tapeless/cuda.hpp" in a translation unit compiled by nvcc.
+// train_step, fit, apply, value_and_grad), taking device batches, in float or double.
+// Include "tapeless/cuda.hpp" in a translation unit compiled by nvcc.
+//
+// Which kernels run is chosen from the model's type (docs/design.md, "GPU paths"):
+// per-thread gradients in registers when the model has at most 255 parameters (and
+// fit's whole loop in one launch of one block when the batch fits it), the tiled
+// kernels for larger chains of dense layers in float, and the general per-thread
+// kernel, with gradient sums in local memory, for any other model.
 #pragma once
 
 #include <thrust/device_vector.h>
@@ -10,107 +16,64 @@
 #include <string>
 #include <vector>
 
-#include "tapeless/cpu/train.hpp"
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
 #include "tapeless/cuda/tiled.hpp"
+#include "tapeless/train/state.hpp"
 
 namespace tl {
 
 // A loss that stays in device memory until get() is called (which synchronizes).
+template <class T = float>
 struct device_scalar {
-  const float* pointer = nullptr;
-  float get() const {
-    float value;
+  const T* pointer = nullptr;
+  T get() const {
+    T value;
     TL_CUDA_CHECK(cudaMemcpy(&value, pointer, sizeof value, cudaMemcpyDeviceToHost));
     return value;
   }
 };
 
-namespace detail {
-// An instantiated CUDA graph and what it was captured for. Copies start empty: a graph
-// holds the pointers of the state that captured it.
-class graph_cache {
- public:
-  struct key_type {
-    const float* x;
-    const float* y;
-    std::size_t batch, epochs;
-    std::string settings;  // the bytes of the loss and optimizer objects, baked into the kernels
-    bool operator==(const key_type&) const = default;
-  };
-  graph_cache() = default;
-  graph_cache(const graph_cache&) {}
-  graph_cache& operator=(const graph_cache&) { return *this; }
-  ~graph_cache() { reset(); }
-
-  bool holds(const key_type& k) const { return exec_ && key_ == k; }
-  void reset() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (stream_) cudaStreamDestroy(stream_);
-    exec_ = nullptr;
-    stream_ = nullptr;
-  }
-  cudaStream_t stream() {
-    if (!stream_) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return stream_;
-  }
-  // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`.
-  template <class Record>
-  void capture(const key_type& k, Record record) {
-    if (exec_) TL_CUDA_CHECK(cudaGraphExecDestroy(exec_));
-    exec_ = nullptr;
-    cudaGraph_t graph;
-    TL_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-    record(stream_);
-    TL_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
-    cudaGraphDestroy(graph);
-    TL_CUDA_CHECK(status);
-    key_ = k;
-  }
-  void launch() { TL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  key_type key_{};
-};
-}  // namespace detail
-
-template <model Model, class Optimizer>
+template <model Model, class Optimizer, class T = float>
 struct cuda_train_state {
+  static_assert(check_optimizer<Optimizer>());
   static constexpr std::size_t P = Model::parameter_count;
+  using model_type = Model;
+  using value_type = T;
   Model model;
   Optimizer optimizer;
   long step = 0;
-  thrust::device_vector<float> params, optimizer_state, loss;
-  thrust::device_vector<float> partials;  // per-block sums of the per-step path
-  thrust::device_vector<float> history;   // loss per epoch of the running fit
-  thrust::device_vector<long> failed_step = thrust::device_vector<long>(1, -1);
+  thrust::device_vector<T> params, optimizer_state, loss;
+  thrust::device_vector<T> partials;  // per-block sums of the per-step path
+  thrust::device_vector<T> history;   // loss per epoch of the running fit
+  // The step that failed (-1: none) and why: 0 the loss, 1 the gradient, was not finite.
+  thrust::device_vector<long> failed = thrust::device_vector<long>(2, -1);
   // The device's copy of `step`, and the step a running fit() started from.
   thrust::device_vector<long> step_counter = thrust::device_vector<long>(2, 0);
   detail::graph_cache graph;  // the per-step path of fit(), captured once per shape
-  // How the tiled path (models of more than 255 parameters) multiplies layers whose
-  // widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
+  // How the tiled path (dense chains over 255 parameters, float) multiplies layers
+  // whose widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
   matmul_precision precision = matmul_precision::fp32;
 
-  cuda_train_state(Model m, const parameters<Model>& p, Optimizer opt)
-      : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, 0.0f),
-        loss(1, 0.0f) {}
+  cuda_train_state(Model m, const parameters<Model, T>& p, Optimizer opt)
+      : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, T(0)),
+        loss(1, T(0)) {}
 
-  parameters<Model> host_params() const {
-    parameters<Model> p;
+  parameters<Model, T> host_params() const {
+    parameters<Model, T> p;
     thrust::copy(params.begin(), params.end(), p.data());
     return p;
   }
 };
+template <class Model, class Optimizer, class T>
+cuda_train_state(Model, parameters<Model, T>, Optimizer) -> cuda_train_state<Model, Optimizer, T>;
 
 // Moves a CPU training state (parameters, optimizer state, step) to the GPU.
-template <model Model, class Optimizer>
-cuda_train_state<Model, Optimizer> to_device(const train_state<Model, Optimizer>& s, const device& dev) {
+template <model Model, class Optimizer, class T>
+cuda_train_state<Model, Optimizer, T> to_device(const train_state<Model, Optimizer, T>& s, const device& dev) {
   if (!dev.is_cuda()) throw shape_error("tapeless::to_device: expected a CUDA device, got " + dev.name());
-  cuda_train_state<Model, Optimizer> d(s.model, s.params, s.optimizer);
+  cuda_train_state<Model, Optimizer, T> d(s.model, s.params, s.optimizer);
   d.optimizer_state.assign(s.optimizer_state.begin(), s.optimizer_state.end());
   d.step = s.step;
   d.step_counter[0] = s.step;
@@ -118,21 +81,31 @@ cuda_train_state<Model, Optimizer> to_device(const train_state<Model, Optimizer>
 }
 
 namespace detail {
-template <model Model>
-void check_device_batch(const char* where, const device_matrix& x, const device_matrix* y) {
-  require_size(where, "the input rows (features of X) the model reads", Model::inputs, x.features);
-  if (y) {
-    require_size(where, "the target rows (features of y) the model writes", Model::outputs, y->features);
-    require_size(where, "the number of target samples (the batch of X)", x.batch, y->batch);
-  }
-}
-
 inline constexpr int step_threads = 256;
-// Models with more gradient sums than this per thread use the tiled kernels.
+// Models with more gradient sums than this per thread use the tiled or general kernels.
 inline constexpr std::size_t per_thread_gradient_limit = 256;
+// The general kernel keeps P + 1 sums per thread in local memory: past this many
+// parameters a non-dense model is refused at compile time.
+inline constexpr std::size_t general_parameter_limit = 8192;
+inline constexpr int general_threads = 64;
 
 template <model Model>
 inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
+
+enum class gpu_path { registers, tiled, general };
+template <model Model, class T>
+inline constexpr gpu_path path_for = per_thread_gradients<Model>        ? gpu_path::registers
+                                     : gpu::tiled_supports<Model, T>     ? gpu_path::tiled
+                                                                         : gpu_path::general;
+
+template <model Model, class T>
+constexpr bool check_gpu_model() {
+  constexpr bool fits = path_for<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
+  static_assert(fits,
+                "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers in float "
+                "(the tiled kernels); this one has other layers or double parameters");
+  return fits;
+}
 
 inline int multiprocessors() {
   static const int count = [] {
@@ -144,21 +117,32 @@ inline int multiprocessors() {
   return count;
 }
 
-template <model Model>
+template <model Model, class T>
 int step_blocks(std::size_t batch) {
-  if constexpr (per_thread_gradients<Model>) {
+  if constexpr (path_for<Model, T> == gpu_path::registers) {
     return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
-  } else {  // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
+  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+    // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
     return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
+  } else {
+    return static_cast<int>(std::min<std::size_t>((batch + general_threads - 1) / general_threads,
+                                                  4 * multiprocessors()));
   }
 }
 
-// Grows `partials` to one row of P + 1 sums per block (outside any graph capture).
-template <model Model>
-int size_partials(std::size_t batch, thrust::device_vector<float>& partials) {
-  const int blocks = step_blocks<Model>(batch);
-  if (partials.size() < blocks * (Model::parameter_count + 1)) partials.resize(blocks * (Model::parameter_count + 1));
+// Grows `partials` to one row per block (outside any graph capture).
+template <model Model, class T>
+int size_partials(std::size_t batch, thrust::device_vector<T>& partials) {
+  const int blocks = step_blocks<Model, T>(batch);
+  const std::size_t row = gpu::partial_row<Model::parameter_count>;
+  if (partials.size() < blocks * row) partials.resize(blocks * row);
   return blocks;
+}
+
+// Raises a kernel's dynamic shared memory limit once, when it needs more than 48 KB.
+template <class Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes) {
+  if (bytes > 48 * 1024) TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 template <model Model, class Loss, matmul_precision P>
@@ -172,81 +156,90 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
                       " bytes of shared memory for this model, more than the " + std::to_string(limit) +
                       " available; use fp32");
   } else {
-    static const bool configured = [] {
-      TL_CUDA_CHECK(cudaFuncSetAttribute(gpu::tiled_partial_sums_kernel<Model, Loss, P>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-      return true;
-    }();
+    static const bool configured = (allow_shared(gpu::tiled_partial_sums_kernel<Model, Loss, P>, shared), true);
     (void)configured;
     gpu::tiled_partial_sums_kernel<Model, Loss, P><<<blocks, gpu::tiled_threads, shared, stream>>>(
-        model, loss, params, x.data(), y.data(), x.batch, out, step_counter);
+        model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
     TL_CUDA_CHECK_LAUNCH("tiled_partial_sums_kernel");
   }
 }
 
-// Kernel 1 of the per-step path (per-thread or tiled, by model size); leaves one row of
-// partial sums per block in `partials`. `precision` applies to the tiled path.
-template <model Model, class Loss>
-int launch_partials(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
-                    const device_matrix& y, thrust::device_vector<float>& partials, long* step_counter,
+// Kernel 1 of the per-step path; leaves one row of partial sums per block in
+// `partials`. `precision` applies to the tiled path.
+template <model Model, class Loss, class T>
+int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
+                    const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
                     matmul_precision precision, cudaStream_t stream = 0) {
   constexpr std::size_t N = Model::parameter_count + 1;
-  const int blocks = size_partials<Model>(x.batch, partials);
-  float* out = thrust::raw_pointer_cast(partials.data());
-  if constexpr (per_thread_gradients<Model>) {
-    const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(float);
+  const int blocks = size_partials<Model>(x.batch(), partials);
+  T* out = thrust::raw_pointer_cast(partials.data());
+  if constexpr (path_for<Model, T> == gpu_path::registers) {
+    const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(T);
     gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
-                                                                       x.batch, out, step_counter);
+                                                                       x.batch(), out, step_counter);
     TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
-  } else if (precision == matmul_precision::tf32) {
-    launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
-  } else {
-    launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
+  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+    if (precision == matmul_precision::tf32)
+      launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
+    else
+      launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
+  } else if constexpr (check_gpu_model<Model, T>()) {
+    constexpr std::size_t shared = (general_threads / gpu::warp_size) * N * sizeof(T);
+    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T>, shared), true);
+    (void)configured;
+    gpu::general_partial_sums_kernel<Model, Loss, T><<<blocks, general_threads, shared, stream>>>(
+        model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("general_partial_sums_kernel");
   }
   return blocks;
 }
 
+template <class T, model Model, class Loss>
+T loss_scale(std::size_t batch) {
+  return static_cast<T>(1.0 / Loss::denominator(Model::outputs, batch));
+}
+
 // One fused step (two kernels) on `stream`; the loss goes to s.loss and, when
 // `record_history`, to s.history (indexed from the fit's first step).
-template <model Model, class Optimizer, class Loss>
-void enqueue_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
-                  const device_matrix& y, cudaStream_t stream, bool record_history) {
-  float* params = thrust::raw_pointer_cast(s.params.data());
+template <model Model, class Optimizer, class T, class Loss>
+void enqueue_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const basic_device_matrix<T>& x,
+                  const basic_device_matrix<T>& y, cudaStream_t stream, bool record_history) {
+  T* params = thrust::raw_pointer_cast(s.params.data());
   long* counter = thrust::raw_pointer_cast(s.step_counter.data());
   const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, s.precision, stream);
-  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(s.partials.data()), blocks, scale,
-                                   thrust::raw_pointer_cast(s.loss.data()), nullptr, s.optimizer, params,
+  gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(s.partials.data()), blocks,
+                                   loss_scale<T, Model, Loss>(x.batch()), thrust::raw_pointer_cast(s.loss.data()),
+                                   static_cast<T*>(nullptr), s.optimizer, params,
                                    thrust::raw_pointer_cast(s.optimizer_state.data()), counter,
                                    record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
-                                   thrust::raw_pointer_cast(s.failed_step.data()), stream);
+                                   thrust::raw_pointer_cast(s.failed.data()), stream);
   TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
 }
 
-inline void throw_if_failed(const thrust::device_vector<long>& failed_step, const char* where) {
-  const long failed = failed_step[0];
-  if (failed >= 0) {
-    throw numeric_error(std::string("tapeless::") + where + ": the loss is not finite at step " +
-                        std::to_string(failed + 1) + "; the parameters were left as before that step");
-  }
+inline std::string failure_message(const char* where, long step, long kind) {
+  return std::string("tapeless::") + where + ": the " + (kind == 1 ? "gradient" : "loss") +
+         " is not finite at step " + std::to_string(step + 1) + "; the parameters were left as before that step";
 }
 }  // namespace detail
 
 // One fused full-batch step on the GPU; no host synchronization. The returned loss
-// stays on the device until .get(). A non-finite loss leaves the parameters unchanged
-// and is reported (as tl::numeric_error) by the next fit() or check_finite().
-template <model Model, class Optimizer, class Loss>
-device_scalar train_step(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
-                         const device_matrix& y) {
-  detail::check_device_batch<Model>("train_step", x, &y);
+// stays on the device until .get(). A non-finite loss or gradient leaves the
+// parameters unchanged and is reported (as tl::numeric_error) by the next fit() or
+// check_finite().
+template <model Model, class Optimizer, class T, class Loss>
+device_scalar<T> train_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss,
+                            const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
+  static_assert(check_loss<Loss>());
+  detail::check_batch<Model>("train_step", x, &y);
   detail::enqueue_step(s, loss, x, y, 0, false);
   ++s.step;
   return {thrust::raw_pointer_cast(s.loss.data())};
 }
 
-template <model Model, class Optimizer>
-void check_finite(const cuda_train_state<Model, Optimizer>& s) {
-  detail::throw_if_failed(s.failed_step, "train_step");
+template <model Model, class Optimizer, class T>
+void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
+  const std::vector<long> failed(s.failed.begin(), s.failed.end());
+  if (failed[0] >= 0) throw numeric_error(detail::failure_message("train_step", failed[0], failed[1]));
 }
 
 struct cuda_fit_options : fit_options {
@@ -255,42 +248,46 @@ struct cuda_fit_options : fit_options {
 };
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
-// in a single kernel launch; otherwise the fused per-step kernels, captured as a CUDA
-// graph (see below).
-template <model Model, class Optimizer, class Loss>
-fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const device_matrix& x,
-               const device_matrix& y, std::size_t epochs, const cuda_fit_options& options = {}) {
-  detail::check_device_batch<Model>("fit", x, &y);
+// in a single kernel launch; otherwise the fused per-step kernels, all epochs captured
+// once as a CUDA graph and replayed by later fits of the same shape: the step number
+// lives on the device and the history is indexed from it, so the graph bakes in no
+// step. A failure throws numeric_error carrying the losses of the steps before it.
+template <model Model, class Optimizer, class T, class Loss>
+fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const basic_device_matrix<T>& x,
+               const basic_device_matrix<T>& y, std::size_t epochs, const cuda_fit_options& options = {}) {
+  static_assert(check_loss<Loss>());
+  detail::check_batch<Model>("fit", x, &y);
   fit_result result;
   if (s.history.size() < epochs) s.history.resize(epochs);
-  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
   const long first_step = s.step;
-  s.failed_step[0] = -1;
+  thrust::fill(s.failed.begin(), s.failed.end(), -1L);
   const auto start = std::chrono::steady_clock::now();
   bool one_block = false;
-  if constexpr (detail::per_thread_gradients<Model>) one_block = options.one_launch && x.batch <= 16384;
+  if constexpr (detail::per_thread_gradients<Model>) one_block = options.one_launch && x.batch() <= 16384;
   if (one_block) {
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
+      using layout = detail::gpu::one_block_layout<Model, Optimizer, T>;
       const int threads = options.threads > 0 ? (options.threads + 31) / 32 * 32
-                                              : static_cast<int>(std::min<std::size_t>((x.batch + 31) / 32 * 32, 256));
-      const std::size_t shared = detail::gpu::one_block_layout<Model, Optimizer>::floats(threads) * sizeof(float);
+                                              : static_cast<int>(std::min<std::size_t>((x.batch() + 31) / 32 * 32, 256));
+      const std::size_t shared = layout::values(threads) * sizeof(T);
+      static const bool configured =
+          (detail::allow_shared(detail::gpu::fit_one_block_kernel<Model, Loss, Optimizer, T>, 160 * 1024), true);
+      (void)configured;
       detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
-          s.model, loss, s.optimizer, x.data(), y.data(), x.batch, scale, thrust::raw_pointer_cast(s.params.data()),
-          thrust::raw_pointer_cast(s.optimizer_state.data()), s.step, static_cast<int>(epochs),
-          thrust::raw_pointer_cast(s.history.data()), thrust::raw_pointer_cast(s.failed_step.data()));
+          s.model, loss, s.optimizer, x.data(), y.data(), x.batch(), detail::loss_scale<T, Model, Loss>(x.batch()),
+          thrust::raw_pointer_cast(s.params.data()), thrust::raw_pointer_cast(s.optimizer_state.data()), s.step,
+          static_cast<int>(epochs), thrust::raw_pointer_cast(s.history.data()),
+          thrust::raw_pointer_cast(s.failed.data()));
       TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
     }
   } else {
-    // The fused per-step kernels, all epochs captured once as a CUDA graph and replayed
-    // by later fits of the same shape. The step number lives on the device, the
-    // history is indexed from it, so the graph bakes in no step.
     const long counters[2] = {first_step, first_step};
     thrust::copy(counters, counters + 2, s.step_counter.begin());
-    detail::size_partials<Model>(x.batch, s.partials);  // no allocation during capture
+    detail::size_partials<Model>(x.batch(), s.partials);  // no allocation during capture
     std::string settings(reinterpret_cast<const char*>(&loss), sizeof loss);
     settings.append(reinterpret_cast<const char*>(&s.optimizer), sizeof s.optimizer);
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
-    const detail::graph_cache::key_type key{x.data(), y.data(), x.batch, epochs, std::move(settings)};
+    const detail::graph_cache::key_type key{x.data(), y.data(), x.batch(), epochs, std::move(settings)};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
         for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
@@ -300,51 +297,54 @@ fit_result fit(cuda_train_state<Model, Optimizer>& s, const Loss& loss, const de
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const long failed = s.failed_step[0];
-  const std::size_t done = failed >= 0 ? std::size_t(failed - first_step) : epochs;
-  s.step = first_step + long(done);  // steps after a non-finite loss were not applied
+  const std::vector<long> failed(s.failed.begin(), s.failed.end());
+  const std::size_t done = failed[0] >= 0 ? std::size_t(failed[0] - first_step) : epochs;
+  s.step = first_step + long(done);  // steps after a non-finite loss or gradient were not applied
   s.step_counter[0] = s.step;
-  result.loss_history.resize(done);
-  thrust::copy(s.history.begin(), s.history.begin() + long(done), result.loss_history.begin());
-  detail::throw_if_failed(s.failed_step, "fit");
+  std::vector<T> history(done);
+  thrust::copy(s.history.begin(), s.history.begin() + long(done), history.begin());
+  result.loss_history.assign(history.begin(), history.end());
+  if (failed[0] >= 0)
+    throw numeric_error(detail::failure_message("fit", failed[0], failed[1]), std::move(result.loss_history));
   return result;
 }
 
 // The model's outputs for every sample of a device batch: (outputs, batch) on the device.
-template <model Model>
-device_matrix apply(const Model& model, const thrust::device_vector<float>& params, const device_matrix& x) {
-  detail::check_device_batch<Model>("apply", x, nullptr);
+template <model Model, class T>
+basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>& params,
+                             const basic_device_matrix<T>& x) {
+  detail::check_batch<Model>("apply", x);
   detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
-  device_matrix y{Model::outputs, x.batch, thrust::device_vector<float>(Model::outputs * x.batch)};
-  const int blocks = static_cast<int>(std::min<std::size_t>((x.batch + 255) / 256, 4096));
-  if (blocks > 0) {
-    detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch,
-                                               thrust::raw_pointer_cast(y.values.data()));
-    TL_CUDA_CHECK_LAUNCH("apply_kernel");
-  }
+  basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
+  const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
+  detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(),
+                                             y.data());
+  TL_CUDA_CHECK_LAUNCH("apply_kernel");
   return y;
 }
-template <model Model, class Optimizer>
-device_matrix apply(const cuda_train_state<Model, Optimizer>& s, const device_matrix& x) {
+template <model Model, class Optimizer, class T>
+basic_device_matrix<T> apply(const cuda_train_state<Model, Optimizer, T>& s, const basic_device_matrix<T>& x) {
   return apply(s.model, s.params, x);
 }
 
 // Loss and gradient on the GPU, copied back (for checks and tools, not for training).
-template <model Model, class Loss>
-loss_and_gradient<Model> value_and_grad(const Loss& loss, const Model& model, const parameters<Model>& params,
-                                        const device_matrix& x, const device_matrix& y,
-                                        matmul_precision precision = matmul_precision::fp32) {
-  detail::check_device_batch<Model>("value_and_grad", x, &y);
+template <class Loss, model Model, class T>
+loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model, const parameters<Model, T>& params,
+                                           const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
+                                           matmul_precision precision = matmul_precision::fp32) {
+  static_assert(check_loss<Loss>());
+  detail::check_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
-  thrust::device_vector<float> p(params.data(), params.data() + P), grad(P), out(1), partials;
+  thrust::device_vector<T> p(params.data(), params.data() + P), grad(P), out(1), partials;
   const int blocks =
       detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr, precision);
-  const float scale = static_cast<float>(1.0 / Loss::denominator(Model::outputs, x.batch));
-  detail::gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(partials.data()), blocks, scale,
+  detail::gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(partials.data()), blocks,
+                                           detail::loss_scale<T, Model, Loss>(x.batch()),
                                            thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data()),
-                                           sgd{}, nullptr, nullptr, nullptr, nullptr, nullptr, cudaStream_t(0));
+                                           sgd{}, static_cast<T*>(nullptr), static_cast<T*>(nullptr), nullptr,
+                                           static_cast<T*>(nullptr), nullptr, cudaStream_t(0));
   TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
-  loss_and_gradient<Model> result{out[0], parameters<Model>{}};
+  loss_and_gradient<Model, T> result{out[0], parameters<Model, T>{}};
   thrust::copy(grad.begin(), grad.end(), result.gradient.data());
   return result;
 }

@@ -14,6 +14,7 @@
 
 #include "tapeless/core/dual.hpp"
 #include "tapeless/expr/reverse.hpp"
+#include "tapeless/expr/trace.hpp"
 
 namespace tl {
 
@@ -24,14 +25,14 @@ struct value_and_gradient {
 };
 
 namespace detail {
-template <std::size_t N, class F>
-constexpr auto trace(const F& f) {
-  if constexpr (is_expression_v<F>) {
-    return f;
-  } else {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) { return f(variable<I>{}...); }(
-        std::make_index_sequence<N>{});
-  }
+template <class T> struct is_point_scalar : std::bool_constant<is_scalar_v<T>> {};
+template <class T> struct is_point_scalar<dual<T>> : std::bool_constant<is_scalar_v<T>> {};
+
+template <class T>
+constexpr bool check_point() {
+  static_assert(is_point_scalar<T>::value,
+                "tapeless: the point must hold float or double values (an integer point has no derivative)");
+  return is_point_scalar<T>::value;
 }
 
 template <class Expr, std::size_t N>
@@ -44,14 +45,18 @@ template <std::size_t N, class Expr, class T>
 value_and_gradient<T, N> value_and_grad_of(const Expr& expr, const std::array<T, N>& point) {
   check_arity<Expr, N>();
   reverse_sweep<Expr, T, N> sweep;
-  const T v = sweep.value_and_backward(expr, point);
+  const T v = sweep.value_and_backward(expr, point.data());
   return {v, sweep.gradient()};
 }
 }  // namespace detail
 
 template <class F, class T, std::size_t N>
 value_and_gradient<T, N> value_and_grad(const F& f, const std::array<T, N>& point) {
-  return detail::value_and_grad_of(detail::trace<N>(f), point);
+  if constexpr (detail::check_point<T>() && detail::check_trace<N, F>()) {
+    return detail::value_and_grad_of(detail::trace<N>(f), point);
+  } else {
+    return {};
+  }
 }
 
 template <class F, class T, std::size_t N>
@@ -92,12 +97,13 @@ std::array<std::array<T, N>, N> hessian(const F& f, const std::array<T, N>& poin
 // expressions; row i is the gradient of output i (one reverse sweep per output).
 template <class F, class T, std::size_t N>
 auto jacobian(const F& f, const std::array<T, N>& point) {
-  const auto outputs = detail::trace<N>(f);
-  return std::apply(
+  constexpr bool ok = detail::check_point<T>() && detail::check_trace<N, F>();
+  if constexpr (!ok) return 0;
+  else return std::apply(
       [&](const auto&... out) {
         return std::array<std::array<T, N>, sizeof...(out)>{detail::value_and_grad_of(out, point).gradient...};
       },
-      outputs);
+      detail::trace<N>(f));
 }
 
 }  // namespace tl

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "tapeless/expr/expression.hpp"
+#include "tapeless/expr/node.hpp"
 
 namespace tl::graph {
 
@@ -60,6 +60,11 @@ struct collect<binary_node<Op, A, B>, Acc, false> {
   using type = add_if_shareable<binary_node<Op, A, B>, collect_t<B, collect_t<A, Acc>>>;
 };
 
+template <class C, class A, class B, class P, class Q, class Acc>
+struct collect<where_node<C, A, B, P, Q>, Acc, false> {
+  using type = add_if_shareable<where_node<C, A, B, P, Q>, collect_t<Q, collect_t<P, collect_t<B, collect_t<A, Acc>>>>>;
+};
+
 template <class Expr>
 using schedule_t = collect_t<std::remove_cvref_t<Expr>, type_list<>>;
 
@@ -76,5 +81,30 @@ struct arity<type_list<Ts...>> {
     return n;
   }();
 };
+
+// How many records the evaluation of the unshareable part keeps: the nodes above a
+// run-time constant are evaluated once per path, so a reused subexpression that holds
+// one is copied once per use, 2^depth times for `y = sin(y) * cos(y) * 0.9` repeated.
+// Counted per type (each instantiated once), saturating instead of overflowing.
+inline constexpr std::size_t saturating_add(std::size_t a, std::size_t b) {
+  return a + b < a ? std::size_t(-1) : a + b;
+}
+template <class Node>
+inline constexpr std::size_t record_count = 1;  // shareable nodes and constants: one leaf
+template <class Op, class A>
+inline constexpr std::size_t record_count<unary_node<Op, A>> =
+    is_shareable_v<unary_node<Op, A>> ? 1 : saturating_add(1, record_count<A>);
+template <class Op, class A, class B>
+inline constexpr std::size_t record_count<binary_node<Op, A, B>> =
+    is_shareable_v<binary_node<Op, A, B>> ? 1 : saturating_add(1, saturating_add(record_count<A>, record_count<B>));
+template <class C, class A, class B, class P, class Q>
+inline constexpr std::size_t record_count<where_node<C, A, B, P, Q>> =
+    is_shareable_v<where_node<C, A, B, P, Q>>
+        ? 1
+        : saturating_add(saturating_add(1, saturating_add(record_count<A>, record_count<B>)),
+                         saturating_add(record_count<P>, record_count<Q>));
+
+// Past this many records an expression is refused at compile time (expr/trace.hpp).
+inline constexpr std::size_t record_limit = 4096;
 
 }  // namespace tl::graph

@@ -1,13 +1,17 @@
 // tl::chain(layer, layer, ...): layers applied in order. Its type knows every width,
 // so a mismatch is a compile error, and every offset into the flat parameter vector
-// is a compile-time constant.
+// and into the per-sample scratch is a compile-time constant. A chain is itself a
+// layer (nn/layer.hpp), so chains nest (tl::skip holds one).
+//
+// Its saved values, per sample: the outputs of every layer but the last (the next
+// layer's input, and what its own backward may read), then each layer's saved values.
 #pragma once
 
 #include <cstddef>
 #include <type_traits>
 #include <utility>
 
-#include "tapeless/nn/dense.hpp"
+#include "tapeless/nn/layer.hpp"
 
 namespace tl {
 
@@ -38,12 +42,31 @@ template <std::size_t I, class Layer>
 TL_HD constexpr const Layer& layer_at(const layer_slot<I, Layer>& slot) { return slot.layer; }
 template <std::size_t I, class Layer>
 Layer layer_type_at(const layer_slot<I, Layer>&);
+
+// A layer's sizes, or zeros for an argument that is not a layer (already reported),
+// so that one mistake gives one error.
+template <class L>
+struct sizes_of {
+  static constexpr bool valid = layer<L>;
+  static constexpr std::size_t inputs = [] { if constexpr (valid) return L::inputs; else return std::size_t(0); }();
+  static constexpr std::size_t outputs = [] { if constexpr (valid) return L::outputs; else return std::size_t(0); }();
+  static constexpr std::size_t parameters = [] { if constexpr (valid) return L::parameter_count; else return std::size_t(0); }();
+  static constexpr std::size_t saved = [] { if constexpr (valid) return L::saved_count; else return std::size_t(0); }();
+};
+
+inline constexpr std::size_t sum_first(const std::size_t* values, std::size_t n) {
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += values[i];
+  return s;
+}
 }  // namespace detail
 
 template <class... Layers>
 struct chain {
   static_assert(sizeof...(Layers) > 0, "tapeless::chain: needs at least one layer");
+  static constexpr const char* kind = "chain";
   static constexpr std::size_t depth = sizeof...(Layers);
+  static constexpr std::size_t sublayer_count = depth;
 
   detail::layer_storage<std::index_sequence_for<Layers...>, Layers...> layers;
 
@@ -53,18 +76,19 @@ struct chain {
   using layer_type = decltype(detail::layer_type_at<L>(std::declval<decltype(layers)>()));
 
   template <std::size_t L>
-  TL_HD constexpr const layer_type<L>& layer() const { return detail::layer_at<L>(layers); }
+  TL_HD constexpr const layer_type<L>& sublayer() const { return detail::layer_at<L>(layers); }
 
  private:
-  static constexpr std::size_t widths[] = {Layers::outputs...};
-  static constexpr std::size_t sizes[] = {Layers::parameter_count...};
-  static constexpr std::size_t sum(const std::size_t* values, std::size_t n) {
-    std::size_t s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += values[i];
-    return s;
-  }
+  static constexpr bool arguments_are_layers = [] {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (check_is_layer<argument_index<I>, Layers>() && ...);
+    }(std::index_sequence_for<Layers...>{});
+  }();
+  static constexpr std::size_t widths[] = {detail::sizes_of<Layers>::outputs...};
+  static constexpr std::size_t sizes[] = {detail::sizes_of<Layers>::parameters...};
+  static constexpr std::size_t saves[] = {detail::sizes_of<Layers>::saved...};
   static constexpr bool widths_match = [] {
-    if constexpr (depth == 1) {
+    if constexpr (depth == 1 || !arguments_are_layers) {
       return true;
     } else {
       return []<std::size_t... I>(std::index_sequence<I...>) {
@@ -74,32 +98,70 @@ struct chain {
     }
   }();
   static_assert(widths_match || true);  // forces the checks; each reports itself
+  static constexpr std::size_t intermediate_count = detail::sum_first(widths, depth - 1);
 
  public:
-  static constexpr std::size_t inputs = layer_type<0>::inputs;
-  static constexpr std::size_t outputs = layer_type<depth - 1>::outputs;
-  static constexpr std::size_t parameter_count = sum(sizes, depth);
-  // Sum of every layer's output width: the per-sample activations kept for backward.
-  static constexpr std::size_t activation_count = sum(widths, depth);
-  static constexpr std::size_t max_width = [] {
-    std::size_t m = inputs;
-    for (std::size_t w : widths) m = w > m ? w : m;
-    return m;
-  }();
+  static constexpr std::size_t inputs = detail::sizes_of<layer_type<0>>::inputs;
+  static constexpr std::size_t outputs = widths[depth - 1];
+  static constexpr std::size_t parameter_count = detail::sum_first(sizes, depth);
+  static constexpr std::size_t saved_count = intermediate_count + detail::sum_first(saves, depth);
 
-  // Where layer L's weights start in the flat parameter vector (its bias follows them).
+  // Where layer L's parameters start in the flat parameter vector.
   template <std::size_t L>
-  static constexpr std::size_t weight_offset = sum(sizes, L);
+  static constexpr std::size_t parameter_offset = detail::sum_first(sizes, L);
+  // Where layer L's outputs (L < depth - 1) and its saved values start in `saved`.
   template <std::size_t L>
-  static constexpr std::size_t bias_offset = weight_offset<L> + layer_type<L>::weight_count;
-  // Where layer L's outputs start in the per-sample activation buffer.
+  static constexpr std::size_t output_offset = detail::sum_first(widths, L);
   template <std::size_t L>
-  static constexpr std::size_t activation_offset = sum(widths, L);
+  static constexpr std::size_t saved_offset = intermediate_count + detail::sum_first(saves, L);
+
+  template <class T>
+  void init(T* p, rng& g) const {
+    [&]<std::size_t... L>(std::index_sequence<L...>) {
+      (sublayer<L>().init(p + parameter_offset<L>, g), ...);
+    }(std::make_index_sequence<depth>{});
+  }
+
+  template <std::size_t K, class T, std::size_t L = 0>
+  TL_HD TL_INLINE void forward(const T* p, const T* in, T* out, T* saved) const {
+    sublayer<L>().template forward<K>(p + parameter_offset<L>, input_of<L, K>(in, saved), output_of<L, K>(out, saved),
+                                      saved + saved_offset<L> * K);
+    if constexpr (L + 1 < depth) forward<K, T, L + 1>(p, in, out, saved);
+  }
+
+  // Layer by layer from the last: each layer's input delta is the next one's dout.
+  template <bool InputDelta, std::size_t K, class T, std::size_t L = depth - 1>
+  TL_HD TL_INLINE void backward(const T* p, const T* in, const T* out, T* saved, const T* dout, T* din,
+                                T* grad) const {
+    const auto& l = sublayer<L>();
+    const T* lin = input_of<L, K>(in, saved);
+    const T* lout = output_of<L, K>(const_cast<T*>(out), saved);
+    T* lsaved = saved + saved_offset<L> * K;
+    if constexpr (L == 0) {
+      l.template backward<InputDelta, K>(p, lin, lout, lsaved, dout, din, grad);
+    } else {
+      alignas(64) T delta[layer_type<L>::inputs * K];
+      l.template backward<true, K>(p + parameter_offset<L>, lin, lout, lsaved, dout, delta,
+                                   grad + parameter_offset<L> * K);
+      backward<InputDelta, K, T, L - 1>(p, in, out, saved, delta, din, grad);
+    }
+  }
+
+ private:
+  template <std::size_t L, std::size_t K, class T>
+  TL_HD static const T* input_of(const T* in, T* saved) {
+    if constexpr (L == 0) return in;
+    else return saved + output_offset<L - 1> * K;
+  }
+  template <std::size_t L, std::size_t K, class T>
+  TL_HD static T* output_of(T* out, T* saved) {
+    if constexpr (L + 1 == depth) return out;
+    else return saved + output_offset<L> * K;
+  }
 };
 
-template <class T> struct is_chain : std::false_type {};
-template <class... L> struct is_chain<chain<L...>> : std::true_type {};
+// A model is any layer: usually a chain, but one dense layer trains too.
 template <class T>
-concept model = is_chain<std::remove_cvref_t<T>>::value;
+concept model = layer<std::remove_cvref_t<T>>;
 
 }  // namespace tl

@@ -5,6 +5,7 @@
 // samples for softmax cross-entropy.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 
 #include "tapeless/core/math.hpp"
@@ -13,7 +14,7 @@ namespace tl {
 
 // An elementwise loss defines element(yhat, y, d) -> loss, d = d loss / d yhat.
 template <class Derived>
-struct elementwise_loss {
+struct elementwise_loss_base {
   static constexpr double denominator(std::size_t outputs, std::size_t batch) { return double(outputs) * double(batch); }
   // K samples, lane-major [N][K]: per-lane loss sums into loss[K], gradient into dyhat.
   template <std::size_t N, std::size_t K, class T>
@@ -25,7 +26,7 @@ struct elementwise_loss {
   }
 };
 
-struct mse_loss : elementwise_loss<mse_loss> {
+struct mse_loss : elementwise_loss_base<mse_loss> {
   template <class T> TL_HD T element(T yhat, T y, T& d) const {
     const T r = yhat - y;
     d = T(2) * r;
@@ -33,7 +34,7 @@ struct mse_loss : elementwise_loss<mse_loss> {
   }
 };
 
-struct mae_loss : elementwise_loss<mae_loss> {
+struct mae_loss : elementwise_loss_base<mae_loss> {
   template <class T> TL_HD T element(T yhat, T y, T& d) const {
     const T r = yhat - y;
     d = math::select(r > T(0), T(1), math::select(r < T(0), T(-1), T(0)));
@@ -42,7 +43,7 @@ struct mae_loss : elementwise_loss<mae_loss> {
 };
 
 // 0.5 r^2 for |r| <= delta, delta (|r| - delta / 2) beyond (PyTorch's HuberLoss).
-struct huber_loss : elementwise_loss<huber_loss> {
+struct huber_loss : elementwise_loss_base<huber_loss> {
   double delta = 1.0;
   constexpr explicit huber_loss(double d = 1.0) : delta(d) {}
   template <class T> TL_HD T element(T yhat, T y, T& d) const {
@@ -53,7 +54,7 @@ struct huber_loss : elementwise_loss<huber_loss> {
 };
 
 // yhat are logits, y targets in [0, 1]: max(z, 0) - z y + log(1 + e^{-|z|}).
-struct binary_cross_entropy_with_logits_loss : elementwise_loss<binary_cross_entropy_with_logits_loss> {
+struct binary_cross_entropy_with_logits_loss : elementwise_loss_base<binary_cross_entropy_with_logits_loss> {
   template <class T> TL_HD T element(T z, T y, T& d) const {
     const T t = math::exp(-math::abs(z));
     d = math::select(z >= T(0), T(1) / (T(1) + t), t / (T(1) + t)) - y;
@@ -82,6 +83,22 @@ struct softmax_cross_entropy_loss {
     }
   }
 };
+
+// The protocol the training loops use: denominator(outputs, batch) and
+// group<N, K>(yhat, y, dyhat, loss) as above (the loss need not be an elementwise one).
+template <class L>
+concept loss_function = requires(const L& l, const float* c, float* m) {
+  { L::denominator(std::size_t(1), std::size_t(1)) } -> std::convertible_to<double>;
+  l.template group<1, 1>(c, c, m, m);
+};
+
+template <class L>
+constexpr bool check_loss() {
+  static_assert(loss_function<L>,
+                "tapeless: this is not a loss: a loss declares denominator(outputs, batch) and group<N, K>(yhat, y, "
+                "dyhat, loss) (tapeless/nn/losses.hpp); write one with tl::elementwise_loss or tl::sample_loss");
+  return loss_function<L>;
+}
 
 inline constexpr mse_loss mse{};
 inline constexpr mae_loss mae{};

@@ -1,10 +1,11 @@
-// A model's trainable parameters as one flat, contiguous float vector in a fixed
-// order: layer by layer, weight [out][in] row-major, then bias [out].
+// A model's trainable parameters as one flat, contiguous vector in a fixed order:
+// each layer's block in turn, laid out as the layer declares (nn/layer.hpp). float
+// by default; tl::init<double>(model, rng) trains in float64.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/errors.hpp"
@@ -13,48 +14,43 @@
 
 namespace tl {
 
-template <model Model>
+template <model Model, class T = float>
 class parameters {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "tapeless::parameters: the scalar type must be float or double");
+
  public:
+  using model_type = Model;
+  using value_type = T;
   static constexpr std::size_t size = Model::parameter_count;
 
-  parameters() : values_(size, 0.0f) {}
-  explicit parameters(std::vector<float> values) : values_(std::move(values)) {
+  parameters() : values_(size, T(0)) {}
+  explicit parameters(std::vector<T> values) : values_(std::move(values)) {
     detail::require_size("parameters", "the number of values", size, values_.size());
   }
 
-  std::span<float, size> flat() { return std::span<float, size>(values_.data(), size); }
-  std::span<const float, size> flat() const { return std::span<const float, size>(values_.data(), size); }
-  float* data() { return values_.data(); }
-  const float* data() const { return values_.data(); }
+  std::span<T, size> flat() { return std::span<T, size>(values_.data(), size); }
+  std::span<const T, size> flat() const { return std::span<const T, size>(values_.data(), size); }
+  T* data() { return values_.data(); }
+  const T* data() const { return values_.data(); }
 
   friend bool operator==(const parameters&, const parameters&) = default;
 
  private:
-  std::vector<float> values_;
+  std::vector<T> values_;
 };
 
-template <model Model>
-std::span<float, Model::parameter_count> flat(parameters<Model>& p) { return p.flat(); }
-template <model Model>
-std::span<const float, Model::parameter_count> flat(const parameters<Model>& p) { return p.flat(); }
+template <model Model, class T>
+std::span<T, Model::parameter_count> flat(parameters<Model, T>& p) { return p.flat(); }
+template <model Model, class T>
+std::span<const T, Model::parameter_count> flat(const parameters<Model, T>& p) { return p.flat(); }
 
-// Glorot-uniform weights, U(-a, a) with a = sqrt(6 / (in + out)), and zero biases
-// (Lux's Dense defaults), drawn layer by layer in the flat order.
-template <class... Layers>
-parameters<chain<Layers...>> init(const chain<Layers...>&, rng& generator) {
-  using Model = chain<Layers...>;
-  parameters<Model> p;
-  [&]<std::size_t... L>(std::index_sequence<L...>) {
-    (
-        [&] {
-          using layer = typename Model::template layer_type<L>;
-          const float limit = static_cast<float>(std::sqrt(6.0 / double(layer::inputs + layer::outputs)));
-          float* w = p.data() + Model::template weight_offset<L>;
-          for (std::size_t k = 0; k < layer::weight_count; ++k) w[k] = generator.uniform(-limit, limit);
-        }(),
-        ...);
-  }(std::make_index_sequence<Model::depth>{});
+// Each layer initialises its own block, in the flat order, from one generator: the
+// same seed gives the same parameters on every compiler, flag set and machine.
+template <class T = float, model Model>
+parameters<Model, T> init(const Model& model, rng& generator) {
+  parameters<Model, T> p;
+  model.init(p.data(), generator);
   return p;
 }
 

@@ -36,7 +36,18 @@ class rng {
 
   // Uniform in [0, 1), 24 random bits.
   TL_HD float uniform() { return static_cast<float>(next_u32() >> 8) * 0x1p-24f; }
-  TL_HD float uniform(float low, float high) { return low + (high - low) * uniform(); }
+  // In double, (high - low) * u is exact (24-bit factors), so whether the compiler
+  // fuses the multiply-add or not, the one rounding to float is the same everywhere.
+  TL_HD float uniform(float low, float high) {
+    return static_cast<float>(double(low) + (double(high) - double(low)) * double(uniform()));
+  }
+
+  // Uniform in [-1, 1) with 24 random bits, exact in float and double: (2n - 2^24) / 2^24.
+  template <class T>
+  TL_HD T symmetric() {
+    const std::int32_t n = static_cast<std::int32_t>(next_u32() >> 8);
+    return static_cast<T>(2 * n - (1 << 24)) * static_cast<T>(0x1p-24);
+  }
 
   // Standard normal, Box-Muller in double for accuracy.
   TL_HD double normal() {

@@ -1,7 +1,8 @@
-// The differentiable scalar functions: one object per function, usable three ways:
-//   tl::gelu(0.3)              -> a number
-//   tl::gelu(x) for x an expression -> an expression node (expr/expression.hpp)
-//   tl::dense<1, 16>(tl::gelu) -> a layer's activation
+// The differentiable scalar functions: one object per function, usable four ways:
+//   tl::gelu(0.3)                     -> a number
+//   tl::gelu(x) for x an expression   -> an expression node
+//   tl::exp(v) for v an expression array (expr/array.hpp) -> an array of nodes
+//   tl::dense<1, 16>(tl::gelu)        -> a layer's activation
 // Each defines value_and_derivative(x, d): the value, and d = f'(x). The fused
 // loops compute both in one pass and keep f'(x) for the backward pass.
 #pragma once
@@ -9,25 +10,26 @@
 #include <type_traits>
 
 #include "tapeless/core/math.hpp"
+#include "tapeless/expr/node.hpp"
 
 namespace tl {
 
-struct expression_tag {};  // base of every expression node
-template <class Op, class A> struct unary_node;
-
-template <class X>
-inline constexpr bool is_expression_v = std::is_base_of_v<expression_tag, std::remove_cvref_t<X>>;
-
-// CRTP base: scalar call computes, expression call builds a node.
+// CRTP base: a number computes, an expression builds a node, an array maps.
 template <class Derived>
 struct unary_function {
   template <class X>
   TL_HD constexpr auto operator()(const X& x) const {
+    const Derived& self = static_cast<const Derived&>(*this);
     if constexpr (is_expression_v<X>) {
-      return unary_node<Derived, X>{{}, static_cast<const Derived&>(*this), {x}};
+      return unary_node<Derived, X>{{}, self, {x}};
+    } else if constexpr (requires { x.map(self); }) {
+      return x.map(self);
+    } else if constexpr (std::is_integral_v<X>) {
+      double d;
+      return self.value_and_derivative(static_cast<double>(x), d);
     } else {
       X d;
-      return static_cast<const Derived&>(*this).value_and_derivative(x, d);
+      return self.value_and_derivative(x, d);
     }
   }
 };
@@ -45,8 +47,20 @@ TL_UNARY_FUNCTION(negate) { d = T(-1); return -x; }
 TL_UNARY_FUNCTION(exp) { const T y = math::exp(x); d = y; return y; }
 TL_UNARY_FUNCTION(log) { d = T(1) / x; return math::log(x); }
 TL_UNARY_FUNCTION(sqrt) { const T y = math::sqrt(x); d = T(0.5) / y; return y; }
+TL_UNARY_FUNCTION(log1p) { d = T(1) / (T(1) + x); return math::log1p(x); }
+TL_UNARY_FUNCTION(expm1) { d = math::exp(x); return math::expm1(x); }
 TL_UNARY_FUNCTION(sin) { d = math::cos(x); return math::sin(x); }
 TL_UNARY_FUNCTION(cos) { d = -math::sin(x); return math::cos(x); }
+TL_UNARY_FUNCTION(tan) { const T y = math::tan(x); d = T(1) + y * y; return y; }
+TL_UNARY_FUNCTION(atan) { d = T(1) / (T(1) + x * x); return math::atan(x); }
+TL_UNARY_FUNCTION(sinh) { d = math::cosh(x); return math::sinh(x); }
+TL_UNARY_FUNCTION(cosh) { d = math::sinh(x); return math::cosh(x); }
+TL_UNARY_FUNCTION(asinh) { d = T(1) / math::sqrt(T(1) + x * x); return math::asinh(x); }
+TL_UNARY_FUNCTION(erf) {
+  constexpr double two_over_sqrt_pi = 1.1283791670955126;
+  d = T(two_over_sqrt_pi) * math::exp(-x * x);
+  return math::erf(x);
+}
 TL_UNARY_FUNCTION(tanh) { const T y = math::tanh(x); d = T(1) - y * y; return y; }
 TL_UNARY_FUNCTION(square) { d = T(2) * x; return x * x; }
 TL_UNARY_FUNCTION(abs) { d = math::select(x > T(0), T(1), math::select(x < T(0), T(-1), T(0))); return math::abs(x); }

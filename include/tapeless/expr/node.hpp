@@ -3,13 +3,17 @@
 //   auto f = [](auto x, auto y) { return tl::sin(x * y) + x / 2.0; };
 #pragma once
 
-#include <concepts>
 #include <cstddef>
 #include <type_traits>
 
-#include "tapeless/core/functions.hpp"
+#include "tapeless/core/config.hpp"
 
 namespace tl {
+
+struct expression_tag {};  // base of every expression node
+
+template <class X>
+inline constexpr bool is_expression_v = std::is_base_of_v<expression_tag, std::remove_cvref_t<X>>;
 
 // The I-th input of the function being differentiated.
 template <std::size_t I>
@@ -55,6 +59,7 @@ struct child<A, Slot, false> {
 };
 }  // namespace detail
 
+// f(a) for a differentiable function object Op (expr/functions.hpp).
 template <class Op, class A>
 struct unary_node : expression_tag {
   using arg_type = A;
@@ -63,6 +68,7 @@ struct unary_node : expression_tag {
   constexpr decltype(auto) arg() const { return arg_.get(); }
 };
 
+// a op b for a binary operation Op (expr/operators.hpp): apply(a, b, da, db).
 template <class Op, class A, class B>
 struct binary_node : expression_tag {
   using op_type = Op;
@@ -74,59 +80,24 @@ struct binary_node : expression_tag {
   constexpr decltype(auto) rhs() const { return rhs_.get(); }
 };
 
-// Binary operations: value and the partials with respect to both operands.
-struct add_op {
-  template <class T> TL_HD static T apply(T a, T b, T& da, T& db) { da = T(1); db = T(1); return a + b; }
+// where(a cmp b, p, q): p where the comparison holds, else q. The comparison's
+// operands get no derivative (a step has none); p and q get the adjoint on their side.
+template <class Compare, class A, class B, class P, class Q>
+struct where_node : expression_tag {
+  using compare_type = Compare;
+  using a_type = A;
+  using b_type = B;
+  using p_type = P;
+  using q_type = Q;
+  [[no_unique_address]] detail::child<A, 0> a_;
+  [[no_unique_address]] detail::child<B, 1> b_;
+  [[no_unique_address]] detail::child<P, 2> p_;
+  [[no_unique_address]] detail::child<Q, 3> q_;
+  constexpr decltype(auto) a() const { return a_.get(); }
+  constexpr decltype(auto) b() const { return b_.get(); }
+  constexpr decltype(auto) p() const { return p_.get(); }
+  constexpr decltype(auto) q() const { return q_.get(); }
 };
-struct subtract_op {
-  template <class T> TL_HD static T apply(T a, T b, T& da, T& db) { da = T(1); db = T(-1); return a - b; }
-};
-struct multiply_op {
-  template <class T> TL_HD static T apply(T a, T b, T& da, T& db) { da = b; db = a; return a * b; }
-};
-struct divide_op {
-  template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
-    const T q = a / b;
-    da = T(1) / b;
-    db = -q / b;
-    return q;
-  }
-};
-
-template <class X>
-concept operand = is_expression_v<X> || std::is_arithmetic_v<std::remove_cvref_t<X>>;
-
-namespace detail {
-template <class X>
-constexpr auto as_expression(const X& x) {
-  if constexpr (is_expression_v<X>) {
-    return x;
-  } else {
-    return constant<double>{{}, static_cast<double>(x)};
-  }
-}
-template <class Op, class A, class B>
-constexpr auto make_binary(const A& a, const B& b) {
-  auto lhs = as_expression(a);
-  auto rhs = as_expression(b);
-  return binary_node<Op, decltype(lhs), decltype(rhs)>{{}, {lhs}, {rhs}};
-}
-}  // namespace detail
-
-template <operand A, operand B> requires(is_expression_v<A> || is_expression_v<B>)
-constexpr auto operator+(const A& a, const B& b) { return detail::make_binary<add_op>(a, b); }
-template <operand A, operand B> requires(is_expression_v<A> || is_expression_v<B>)
-constexpr auto operator-(const A& a, const B& b) { return detail::make_binary<subtract_op>(a, b); }
-template <operand A, operand B> requires(is_expression_v<A> || is_expression_v<B>)
-constexpr auto operator*(const A& a, const B& b) { return detail::make_binary<multiply_op>(a, b); }
-template <operand A, operand B> requires(is_expression_v<A> || is_expression_v<B>)
-constexpr auto operator/(const A& a, const B& b) { return detail::make_binary<divide_op>(a, b); }
-template <class A> requires is_expression_v<A>
-constexpr auto operator-(const A& a) { return negate(a); }
-
-// x^c for a constant c; on numbers it is plain pow.
-template <operand A>
-constexpr auto pow(const A& x, double c) { return power_fn(c)(x); }
 
 // ---- sharing --------------------------------------------------------------------
 // A node is shareable when its type alone determines it (no run-time data below it):
@@ -138,6 +109,10 @@ template <class Op, class A>
 struct is_shareable<unary_node<Op, A>> : std::bool_constant<std::is_empty_v<Op> && is_shareable<A>::value> {};
 template <class Op, class A, class B>
 struct is_shareable<binary_node<Op, A, B>> : std::bool_constant<is_shareable<A>::value && is_shareable<B>::value> {};
+template <class C, class A, class B, class P, class Q>
+struct is_shareable<where_node<C, A, B, P, Q>>
+    : std::bool_constant<is_shareable<A>::value && is_shareable<B>::value && is_shareable<P>::value &&
+                         is_shareable<Q>::value> {};
 template <class N>
 inline constexpr bool is_shareable_v = is_shareable<std::remove_cvref_t<N>>::value;
 

@@ -1,0 +1,65 @@
+// A captured CUDA graph and what it was captured for: fit() captures its epochs once
+// and replays them on later calls of the same shape and settings.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "tapeless/cuda/errors.hpp"
+
+namespace tl {
+
+namespace detail {
+// An instantiated CUDA graph and what it was captured for. Copies start empty: a graph
+// holds the pointers of the state that captured it.
+class graph_cache {
+ public:
+  struct key_type {
+    const void* x;
+    const void* y;
+    std::size_t batch, epochs;
+    std::string settings;  // the bytes of the loss and optimizer objects, baked into the kernels
+    bool operator==(const key_type&) const = default;
+  };
+  graph_cache() = default;
+  graph_cache(const graph_cache&) {}
+  graph_cache& operator=(const graph_cache&) { return *this; }
+  ~graph_cache() { reset(); }
+
+  bool holds(const key_type& k) const { return exec_ && key_ == k; }
+  void reset() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (stream_) cudaStreamDestroy(stream_);
+    exec_ = nullptr;
+    stream_ = nullptr;
+  }
+  cudaStream_t stream() {
+    if (!stream_) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return stream_;
+  }
+  // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`.
+  template <class Record>
+  void capture(const key_type& k, Record record) {
+    if (exec_) TL_CUDA_CHECK(cudaGraphExecDestroy(exec_));
+    exec_ = nullptr;
+    cudaGraph_t graph;
+    TL_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    record(stream_);
+    TL_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    TL_CUDA_CHECK(status);
+    key_ = k;
+  }
+  void launch() { TL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  key_type key_{};
+};
+}  // namespace detail
+
+}  // namespace tl

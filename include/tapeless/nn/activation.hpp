@@ -1,0 +1,58 @@
+// Activations. A built-in function object (tl::gelu, tl::tanh, ...) carries a
+// hand-written value_and_derivative; any other callable is traced once, on the host,
+// with var<0>, and the expression it builds is differentiated by the expression core:
+//   tl::dense<1, 16>([](auto x) { return x * tl::sigmoid(1.702 * x); })
+// Only the traced expression (a plain aggregate of its run-time constants) is kept,
+// never the lambda, so the same activation runs in the CPU's vectorized lane loops
+// and inside CUDA kernels.
+#pragma once
+
+#include <concepts>
+
+#include "tapeless/expr/reverse.hpp"
+#include "tapeless/expr/trace.hpp"
+
+namespace tl {
+
+template <class Expr>
+struct expression_activation {
+  static constexpr const char* name = "expression";
+  Expr expr;
+
+  template <class T>
+  TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
+    detail::reverse_sweep<Expr, T, 1> sweep;
+    const T point[1] = {x};
+    const T y = sweep.value_and_backward(expr, point);
+    d = sweep.template adjoint_of_variable<0>();
+    return y;
+  }
+};
+
+template <class F>
+concept builtin_activation = requires(const F& f, float x, float& d) {
+  { f.value_and_derivative(x, d) } -> std::same_as<float>;
+};
+
+namespace detail {
+template <class F>
+constexpr bool check_activation() {
+  if constexpr (builtin_activation<F>) return true;
+  else return check_trace<1, F>();
+}
+
+// The activation object a layer stores: a built-in as is, a callable traced.
+template <class F>
+constexpr auto make_activation(const F& f) {
+  if constexpr (builtin_activation<F>) {
+    return f;
+  } else if constexpr (check_trace<1, F>()) {
+    const auto expr = trace<1>(f);
+    return expression_activation<std::remove_cvref_t<decltype(expr)>>{expr};
+  } else {
+    return identity_fn{};  // check_trace has reported the error
+  }
+}
+}  // namespace detail
+
+}  // namespace tl

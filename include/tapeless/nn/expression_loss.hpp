@@ -1,0 +1,90 @@
+// Losses written as lambdas; their derivatives come from the expression core.
+//   tl::elementwise_loss([](auto yhat, auto y) { return tl::log(tl::cosh(yhat - y)); })
+//       mean over every output of every sample, like tl::mse;
+//   tl::sample_loss<N>([](const auto& yhat, const auto& y) { ... })
+//       yhat and y are expression arrays (expr/array.hpp) of one sample's N outputs and
+//       targets; mean over samples, like tl::softmax_cross_entropy.
+// Each is traced once on the host; the loops evaluate the traced expression per lane.
+#pragma once
+
+#include <cstddef>
+
+#include "tapeless/expr/array.hpp"
+#include "tapeless/expr/reverse.hpp"
+#include "tapeless/expr/trace.hpp"
+#include "tapeless/nn/losses.hpp"
+
+namespace tl {
+
+template <class Expr>
+struct expression_elementwise_loss : elementwise_loss_base<expression_elementwise_loss<Expr>> {
+  Expr expr;
+  constexpr explicit expression_elementwise_loss(const Expr& e) : expr(e) {}
+  template <class T>
+  TL_HD TL_INLINE T element(T yhat, T y, T& d) const {
+    detail::reverse_sweep<Expr, T, 2> sweep;
+    const T point[2] = {yhat, y};
+    const T loss = sweep.value_and_backward(expr, point);
+    d = sweep.template adjoint_of_variable<0>();
+    return loss;
+  }
+};
+
+template <std::size_t N, class Expr>
+struct expression_sample_loss {
+  Expr expr;
+  static constexpr double denominator(std::size_t, std::size_t batch) { return double(batch); }
+  template <std::size_t Outputs, std::size_t K, class T>
+  TL_HD TL_INLINE void group(const T* yhat, const T* y, T* dyhat, T* loss) const {
+    static_assert(Outputs == N, "tapeless::sample_loss<N>: N must equal the model's number of outputs");
+    for (std::size_t k = 0; k < K; ++k) {
+      T point[2 * N];
+      for (std::size_t n = 0; n < N; ++n) {
+        point[n] = yhat[n * K + k];
+        point[N + n] = y[n * K + k];
+      }
+      detail::reverse_sweep<Expr, T, 2 * N> sweep;
+      loss[k] = sweep.value_and_backward(expr, point);
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((dyhat[I * K + k] = sweep.template adjoint_of_variable<I>()), ...);
+      }(std::make_index_sequence<N>{});
+    }
+  }
+};
+
+namespace detail {
+// f(yhat, y) on sample arrays, as a function of the 2N variables.
+template <std::size_t N, class F>
+struct sample_loss_tracer {
+  F f;
+  template <class... V>
+    requires std::is_invocable_v<const F&, decltype(variables<0, N>()), decltype(variables<N, N>())>
+  constexpr auto operator()(const V&...) const {
+    return f(variables<0, N>(), variables<N, N>());
+  }
+};
+}  // namespace detail
+
+template <class F>
+constexpr auto elementwise_loss(const F& f) {
+  if constexpr (detail::check_trace<2, F>()) {
+    const auto expr = detail::trace<2>(f);
+    return expression_elementwise_loss<std::remove_cvref_t<decltype(expr)>>(expr);
+  } else {
+    return mse_loss{};  // check_trace has reported the error
+  }
+}
+
+template <std::size_t N, class F>
+constexpr auto sample_loss(const F& f) {
+  static_assert(N > 0, "tapeless::sample_loss<N>: N (the model's outputs) must be positive");
+  using tracer = detail::sample_loss_tracer<N, F>;
+  if constexpr (detail::check_trace<2 * N, tracer>()) {
+    const auto expr = detail::trace<2 * N>(tracer{f});
+    return expression_sample_loss<N, std::remove_cvref_t<decltype(expr)>>{expr};
+  } else {
+    return softmax_cross_entropy_loss{};
+  }
+}
+
+}  // namespace tl

@@ -1,0 +1,71 @@
+// What training holds and returns, shared by the CPU and CUDA backends: the
+// training state (model, parameters, optimizer state, step), fit's options and
+// result, and the batch checks every entry point runs first.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tapeless/core/errors.hpp"
+#include "tapeless/nn/losses.hpp"
+#include "tapeless/nn/optimizers.hpp"
+#include "tapeless/nn/parameters.hpp"
+
+namespace tl {
+
+template <class O>
+constexpr bool check_optimizer() {
+  static_assert(optimizer<O>,
+                "tapeless: this is not an optimizer: an optimizer declares state_slots, at_step<T>(step) and "
+                "update(constants, p, g, state...) (tapeless/nn/optimizers.hpp)");
+  return optimizer<O>;
+}
+
+template <model Model, class Optimizer, class T = float>
+struct train_state {
+  static_assert(check_optimizer<Optimizer>());
+  using model_type = Model;
+  using value_type = T;
+  Model model;
+  parameters<Model, T> params;
+  Optimizer optimizer;
+  std::vector<T> optimizer_state = std::vector<T>(Optimizer::state_slots * Model::parameter_count, T(0));
+  long step = 0;  // optimizer steps taken so far
+  parameters<Model, T> gradient{};  // reused by every step: no allocation in the loop
+
+  train_state(Model m, parameters<Model, T> p, Optimizer opt) : model(m), params(std::move(p)), optimizer(opt) {}
+};
+template <class Model, class Optimizer, class T>
+train_state(Model, parameters<Model, T>, Optimizer) -> train_state<Model, Optimizer, T>;
+
+template <model Model, class T = float>
+struct loss_and_gradient {
+  T loss;
+  parameters<Model, T> gradient;
+};
+
+struct fit_options {
+  bool progress = true;       // report on stderr (bar on a terminal, lines otherwise)
+  std::size_t log_every = 0;  // epochs between plain lines; 0 = a tenth of the run
+};
+
+struct fit_result {
+  std::vector<double> loss_history;  // loss before each epoch's update
+  double seconds = 0.0;              // wall time of the training loop
+};
+
+namespace detail {
+// x (and y, when given) must match the model and each other, and hold samples.
+template <model Model, class X, class Y = X>
+void check_batch(const char* where, const X& x, const Y* y = nullptr) {
+  require_size(where, "the input rows (features of X) the model reads", Model::inputs, x.features());
+  if (x.batch() == 0) throw shape_error(std::string("tapeless::") + where + ": the batch is empty (0 samples)");
+  if (y) {
+    require_size(where, "the target rows (features of y) the model writes", Model::outputs, y->features());
+    require_size(where, "the number of target samples (the batch of X)", x.batch(), y->batch());
+  }
+}
+}  // namespace detail
+
+}  // namespace tl
