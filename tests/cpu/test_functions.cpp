@@ -14,12 +14,17 @@ using P2 = std::array<double, 2>;
 constexpr int points_per_function = 25;
 
 template <class F, class Reference>
-void check_unary(const F& f, const Reference& reference, double low, double high, std::uint64_t seed) {
+void check_unary(const F& f, const Reference& reference, double low, double high, std::uint64_t seed,
+                 double tolerance = 1e-6) {
   std::mt19937_64 gen(seed);
   for (int n = 0; n < points_per_function; ++n) {
-    expect_ad([&](auto x) { return f(x); }, [&](const P1& p) { return reference(p[0]); }, random_point<1>(gen, low, high));
+    expect_ad([&](auto x) { return f(x); }, [&](const P1& p) { return reference(p[0]); }, random_point<1>(gen, low, high),
+              tolerance);
   }
 }
+
+// The functions added for losses and activations, held to 1e-8 (float64).
+constexpr double tight = 1e-8;
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 
@@ -50,6 +55,63 @@ TEST(Functions, Silu) { check_unary(tl::silu, [](double x) { return x * sigmoid_
 TEST(Functions, Abs) { check_unary(tl::abs, [](double x) { return std::abs(x); }, -3, 3, 17); }
 TEST(Functions, Square) { check_unary(tl::square, [](double x) { return x * x; }, -3, 3, 18); }
 TEST(Functions, Negate) { check_unary([](auto x) { return -x; }, [](double x) { return -x; }, -3, 3, 19); }
+TEST(Functions, Cosh) { check_unary(tl::cosh, [](double x) { return std::cosh(x); }, -3, 3, 40, tight); }
+TEST(Functions, Sinh) { check_unary(tl::sinh, [](double x) { return std::sinh(x); }, -3, 3, 41, tight); }
+TEST(Functions, Tan) { check_unary(tl::tan, [](double x) { return std::tan(x); }, -1.2, 1.2, 42, tight); }
+TEST(Functions, Atan) { check_unary(tl::atan, [](double x) { return std::atan(x); }, -4, 4, 43, tight); }
+TEST(Functions, Asinh) { check_unary(tl::asinh, [](double x) { return std::asinh(x); }, -4, 4, 44, tight); }
+TEST(Functions, Log1p) { check_unary(tl::log1p, [](double x) { return std::log1p(x); }, -0.9, 4, 45, tight); }
+TEST(Functions, Expm1) { check_unary(tl::expm1, [](double x) { return std::expm1(x); }, -3, 3, 46, tight); }
+TEST(Functions, Erf) { check_unary(tl::erf, [](double x) { return std::erf(x); }, -2.5, 2.5, 47, tight); }
+
+TEST(Functions, MinMaxAndWhere) {
+  std::mt19937_64 gen(48);
+  for (int n = 0; n < points_per_function; ++n) {
+    auto p = random_point<2>(gen, -3, 3);
+    if (std::abs(p[0] - p[1]) < 0.05) p[1] += 0.2;  // away from the kink
+    expect_ad([](auto x, auto y) { return tl::max(x, y) * x; }, [](const P2& q) { return std::max(q[0], q[1]) * q[0]; },
+              p, tight);
+    expect_ad([](auto x, auto y) { return tl::min(x * y, 0.5); }, [](const P2& q) { return std::min(q[0] * q[1], 0.5); },
+              p, tight);
+    expect_ad([](auto x, auto y) { return tl::where(x > y, tl::sin(x) * y, y * y + 1.0); },
+              [](const P2& q) { return q[0] > q[1] ? std::sin(q[0]) * q[1] : q[1] * q[1] + 1; }, p, tight);
+    expect_ad([](auto x, auto y) { return tl::where(x * y <= tl::lit<0.25>, x, 2.0 * y); },
+              [](const P2& q) { return q[0] * q[1] <= 0.25 ? q[0] : 2 * q[1]; }, p, tight);
+  }
+  // On numbers they compute; at a tie, max and min split the derivative evenly.
+  EXPECT_EQ(tl::max(2.0, 3.0), 3.0);
+  EXPECT_EQ(tl::where(1.0 < 2.0, 4.0, 5.0), 4.0);
+  const auto tie = tl::grad([](auto x, auto y) { return tl::max(x, y); }, P2{1.5, 1.5});
+  EXPECT_EQ(tie[0], 0.5);
+  EXPECT_EQ(tie[1], 0.5);
+}
+
+TEST(ExpressionArrays, ReductionsAndSoftmax) {
+  using P3 = std::array<double, 3>;
+  std::mt19937_64 gen(49);
+  for (int n = 0; n < points_per_function; ++n) {
+    const auto p = random_point<3>(gen, -3, 3);
+    const auto lse = [](const P3& q) { return std::log(std::exp(q[0]) + std::exp(q[1]) + std::exp(q[2])); };
+    expect_ad([](auto a, auto b, auto c) { return tl::logsumexp(tl::expression_array<decltype(a), decltype(b), decltype(c)>{{a, b, c}}); },
+              lse, p, tight);
+    expect_ad([](auto a, auto b, auto c) {
+                const tl::expression_array<decltype(a), decltype(b), decltype(c)> v{{a, b, c}};
+                return tl::sum(tl::exp(v) * v) + tl::max(v) - tl::min(v) + tl::mean(v) + tl::dot(v, v);
+              },
+              [](const P3& q) {
+                double s = 0, d = 0;
+                for (double x : q) { s += std::exp(x) * x; d += x * x; }
+                return s + std::max({q[0], q[1], q[2]}) - std::min({q[0], q[1], q[2]}) + (q[0] + q[1] + q[2]) / 3 + d;
+              },
+              p, tight);
+    expect_ad([](auto a, auto b, auto c) {
+                const tl::expression_array<decltype(a), decltype(b), decltype(c)> v{{a, b, c}};
+                return tl::log_softmax(v)[tl::idx<1>];
+              },
+              [&](const P3& q) { return q[1] - lse(q); }, p, tight);
+  }
+}
+
 TEST(Functions, PowConstant) {
   check_unary([](auto x) { return tl::pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3, 20);
   check_unary([](auto x) { return tl::pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3, 21);

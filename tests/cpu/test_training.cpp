@@ -8,44 +8,15 @@
 #include <vector>
 
 #include "seed_fit.hpp"
-#include "../support/gelu64.hpp"
+#include "../support/seed_reference.hpp"
 
 namespace {
 
-using tl_test::gelu64;
-using tl_test::gelu64_slope;
 
-// The seed fit in float64: returns the loss after `epochs` Adam steps.
 double seed_fit_float64(std::vector<double> p, const tl::matrix& xs, const tl::matrix& ys, int epochs) {
-  const std::size_t n = xs.batch();
-  std::vector<double> m(49, 0.0), v(49, 0.0), g(49);
-  auto loss_and_grad = [&] {
-    std::fill(g.begin(), g.end(), 0.0);
-    double loss = 0;
-    for (std::size_t s = 0; s < n; ++s) {
-      double z[16], out = p[48];
-      for (int j = 0; j < 16; ++j) out += p[32 + j] * gelu64(z[j] = p[j] * xs(0, s) + p[16 + j]);
-      const double r = out - ys(0, s), dout = 2 * r / double(n);
-      loss += r * r / double(n);
-      g[48] += dout;
-      for (int j = 0; j < 16; ++j) {
-        g[32 + j] += dout * gelu64(z[j]);
-        const double dz = dout * p[32 + j] * gelu64_slope(z[j]);
-        g[j] += dz * xs(0, s);
-        g[16 + j] += dz;
-      }
-    }
-    return loss;
-  };
-  for (int t = 1; t <= epochs; ++t) {
-    loss_and_grad();
-    for (int k = 0; k < 49; ++k) {
-      m[k] = 0.9 * m[k] + 0.1 * g[k];
-      v[k] = 0.999 * v[k] + 0.001 * g[k] * g[k];
-      p[k] -= 0.01 * (m[k] / (1 - std::pow(0.9, t))) / (std::sqrt(v[k] / (1 - std::pow(0.999, t))) + 1e-8);
-    }
-  }
-  return loss_and_grad();
+  return tl_test::seed_fit_float64(std::move(p), {xs.values().begin(), xs.values().end()},
+                                   {ys.values().begin(), ys.values().end()}, epochs)
+      .final_loss;
 }
 
 TEST(SeedFit, FinalLossWithinTwoPercentOfFloat64AndBelowTarget) {
@@ -86,6 +57,77 @@ TEST(TrainStep, NonFiniteLossThrowsAndLeavesStateUnchanged) {
   }
   EXPECT_EQ(state.params, before);
   EXPECT_EQ(state.step, 0);
+}
+
+// An Inf in one input: tanh saturates, so the loss stays finite, but the first
+// layer's weight gradient is 0 * Inf = NaN. The step must not be applied.
+TEST(TrainStep, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {
+  const auto model = tl::chain(tl::dense<1, 8>(tl::tanh), tl::dense<8, 1>());
+  tl::rng gen(3);
+  auto data = seed_fit::make_data();
+  data.x(0, 7) = std::numeric_limits<float>::infinity();
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.01f});
+  const auto before = state.params;
+  const auto moments = state.optimizer_state;
+  EXPECT_TRUE(std::isfinite(tl::value_and_grad(tl::mse, model, before, data.x, data.y).loss));
+  try {
+    tl::train_step(state, tl::mse, data.x, data.y);
+    FAIL() << "no exception";
+  } catch (const tl::numeric_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the gradient is NaN at step 1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(state.params, before);
+  EXPECT_EQ(state.optimizer_state, moments);
+  EXPECT_EQ(state.step, 0);
+}
+
+TEST(TrainStep, EmptyBatchIsAShapeError) {
+  tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  const tl::matrix x(1, 0), y(1, 0);
+  try {
+    tl::train_step(state, tl::mse, x, y);
+    FAIL() << "no exception";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("the batch is empty"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::apply(seed_fit::make_model(), state.params, x), tl::shape_error);
+  EXPECT_EQ(state.step, 0);
+}
+
+// When a step fails inside fit, the losses of the steps before it are kept.
+TEST(Fit, FailureKeepsTheLossHistory) {
+  auto data = seed_fit::make_data();
+  tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::sgd{1e6f});  // diverges
+  try {
+    tl::fit(state, tl::mse, data.x, data.y, 300, {.progress = false});
+    FAIL() << "no exception";
+  } catch (const tl::numeric_error& e) {
+    ASSERT_GT(e.loss_history.size(), 0u);
+    EXPECT_EQ(long(e.loss_history.size()), state.step);  // one loss per applied step
+    for (double l : e.loss_history) EXPECT_TRUE(std::isfinite(l));
+  }
+}
+
+TEST(SeedFit, Float64MatchesPlainFloat64Reference) {
+  const auto data = seed_fit::make_data();
+  tl::basic_matrix<double> x(1, data.x.batch()), y(1, data.y.batch());
+  for (std::size_t s = 0; s < x.batch(); ++s) {
+    x(0, s) = data.x(0, s);
+    y(0, s) = data.y(0, s);
+  }
+  const auto model = seed_fit::make_model();
+  tl::rng gen(42);
+  const auto params = tl::init<double>(model, gen);
+  tl::train_state state(model, params, tl::adam{0.01});
+  const auto run = tl::fit(state, tl::mse, x, y, seed_fit::epochs, {.progress = false});
+  const auto reference = tl_test::seed_fit_float64({params.flat().begin(), params.flat().end()},
+                                                   {x.values().begin(), x.values().end()},
+                                                   {y.values().begin(), y.values().end()}, int(seed_fit::epochs));
+  ASSERT_EQ(run.loss_history.size(), reference.loss_history.size());
+  for (std::size_t e = 0; e < seed_fit::epochs; ++e)
+    EXPECT_NEAR(run.loss_history[e], reference.loss_history[e], 1e-10 * reference.loss_history[e]) << e;
+  for (std::size_t k = 0; k < 49; ++k)
+    EXPECT_NEAR(state.params.flat()[k], reference.params[k], 1e-10 * std::max(1.0, std::abs(reference.params[k]))) << k;
 }
 
 TEST(TrainStep, WrongBatchThrowsShapeError) {
@@ -129,6 +171,35 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
   EXPECT_NEAR(threaded.loss, loss, 1e-6 * loss);
   for (int k = 0; k < 49; ++k)
     EXPECT_NEAR(threaded.gradient.flat()[k], wide[k] / double(batch), 1e-7 + 1e-6 * std::abs(wide[k] / double(batch))) << k;
+}
+
+// The batch split over threads: the same thread count gives the same bits every
+// time, and any count agrees with one thread to float rounding.
+TEST(Threads, DeterministicPerCountAndCloseToOneThread) {
+  const auto model = tl::chain(tl::dense<1, 32>(tl::tanh), tl::dense<32, 32>(tl::tanh), tl::dense<32, 1>());
+  tl::rng gen(8);
+  const auto params = tl::init(model, gen);
+  const auto data = seed_fit::make_data(5, 20001);
+  constexpr std::size_t P = decltype(params)::size;
+  std::vector<float> one(P), again(P), many(P);
+  const auto run = [&](std::size_t threads, std::vector<float>& grad) {
+    return tl::detail::fused_loss_and_gradient(model, tl::mse, params.data(), data.x.data(), data.y.data(),
+                                               data.x.batch(), grad.data(), threads)
+        .loss;
+  };
+  const float l1 = run(1, one);
+  for (std::size_t threads : {2u, 3u, 7u}) {
+    const float a = run(threads, many), b = run(threads, again);
+    EXPECT_EQ(a, b) << threads;
+    EXPECT_EQ(many, again) << threads;
+    EXPECT_NEAR(a, l1, 1e-6 * l1);
+    double diff = 0, norm = 0;
+    for (std::size_t k = 0; k < P; ++k) {
+      diff += (many[k] - one[k]) * (many[k] - one[k]);
+      norm += one[k] * one[k];
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 1e-6) << threads;
+  }
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ template <std::size_t N, class F, class = std::make_index_sequence<N>>
 struct invocable_with_variables : std::false_type {};
 template <std::size_t N, class F, std::size_t... I>
 struct invocable_with_variables<N, F, std::index_sequence<I...>> : std::is_invocable<const F&, variable<I>...> {
-  using result = std::invoke_result_t<const F&, variable<I>...>;
+  template <class G = F>  // named only once invocability is known
+  using result = std::invoke_result_t<const G&, variable<I>...>;
 };
 
 template <class X> struct is_condition : std::false_type {};
@@ -67,7 +68,7 @@ constexpr bool check_trace() {
                   "`auto` (or `const auto&`), not as int, float or double");
     return false;
   } else {
-    using R = std::remove_cvref_t<typename invocable_with_variables<N, F>::result>;
+    using R = std::remove_cvref_t<typename invocable_with_variables<N, F>::template result<>>;
     if constexpr (requires { std::tuple_size<R>::value; } && !is_expression_v<R>) {
       return []<std::size_t... I>(std::index_sequence<I...>) {
         return (check_expression<std::tuple_element_t<I, R>>() && ...);

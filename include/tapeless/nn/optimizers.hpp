@@ -10,6 +10,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <type_traits>
 
 #include "tapeless/core/math.hpp"
 
@@ -62,16 +63,25 @@ struct adamw : adam {
   }
 };
 
+namespace detail {
 template <class O>
-concept optimizer = requires(const O& o, const typename O::template constants<float>& c, float& p, float g) {
-  requires O::state_slots == 1 || O::state_slots == 2;
+concept optimizer_update_one_slot = O::state_slots == 1 && requires(const typename O::template constants<float>& c,
+                                                                     float& p, float g, float& s) {
+  O::update(c, p, g, s);
+};
+template <class O>
+concept optimizer_update_two_slots = O::state_slots == 2 && requires(const typename O::template constants<float>& c,
+                                                                      float& p, float g, float& s) {
+  O::update(c, p, g, s, s);
+};
+}  // namespace detail
+
+template <class O>
+concept optimizer = std::is_class_v<O> && requires(const O& o) {
+  typename O::template constants<float>;
+  { O::state_slots } -> std::convertible_to<std::size_t>;
   { o.template at_step<float>(1L) } -> std::same_as<typename O::template constants<float>>;
-} && ((O::state_slots == 1 && requires(const typename O::template constants<float>& c, float& p, float g, float& s) {
-        O::update(c, p, g, s);
-      }) ||
-      (O::state_slots == 2 && requires(const typename O::template constants<float>& c, float& p, float g, float& s) {
-        O::update(c, p, g, s, s);
-      }));
+} && (detail::optimizer_update_one_slot<O> || detail::optimizer_update_two_slots<O>);
 
 namespace detail {
 // Parameter i's step: state holds state_slots arrays of n values.

@@ -18,6 +18,9 @@ template <model Model, class T = float>
 class parameters {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "tapeless::parameters: the scalar type must be float or double");
+  static_assert(std::is_same_v<Model, std::remove_cvref_t<Model>>,
+                "tapeless::parameters<Model>: name the model type without const or & "
+                "(std::remove_cvref_t<decltype(model)>)");
 
  public:
   using model_type = Model;

@@ -22,15 +22,24 @@ constexpr bool check_optimizer() {
   return optimizer<O>;
 }
 
+namespace detail {
+template <class O>
+constexpr std::size_t state_slots_of() {
+  if constexpr (optimizer<O>) return O::state_slots;
+  else return 0;  // not an optimizer: check_optimizer has said so
+}
+}  // namespace detail
+
 template <model Model, class Optimizer, class T = float>
 struct train_state {
-  static_assert(check_optimizer<Optimizer>());
+  static constexpr bool valid_optimizer = check_optimizer<Optimizer>();
+  static_assert(valid_optimizer || true);  // forces the check, which reports itself
   using model_type = Model;
   using value_type = T;
   Model model;
   parameters<Model, T> params;
   Optimizer optimizer;
-  std::vector<T> optimizer_state = std::vector<T>(Optimizer::state_slots * Model::parameter_count, T(0));
+  std::vector<T> optimizer_state = std::vector<T>(detail::state_slots_of<Optimizer>() * Model::parameter_count, T(0));
   long step = 0;  // optimizer steps taken so far
   parameters<Model, T> gradient{};  // reused by every step: no allocation in the loop
 
