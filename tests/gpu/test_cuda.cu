@@ -12,6 +12,7 @@
 #include "tapeless/cuda.hpp"
 #include "../support/activations.hpp"
 #include "../support/gelu64.hpp"
+#include "../support/gpu_main.hpp"
 
 namespace {
 
@@ -170,6 +171,39 @@ TEST(Errors, NonFiniteLossThrowsAndKeepsParameters) {
   }
 }
 
+// An Inf input: a finite loss, a NaN gradient; no path may apply the step.
+TEST(Errors, NonFiniteGradientThrowsAndKeepsParameters) {
+  const auto model = tl::chain(tl::dense<1, 8>(tl::tanh), tl::dense<8, 1>());
+  tl::rng gen(3);
+  const auto params = tl::init(model, gen);
+  auto data = seed_fit::make_data();
+  data.x(0, 7) = std::numeric_limits<float>::infinity();
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  for (bool one_launch : {true, false}) {
+    tl::cuda_train_state s(model, params, tl::adam{0.01f});
+    tl::cuda_fit_options options;
+    options.one_launch = one_launch;
+    try {
+      tl::fit(s, tl::mse, x, y, 5, options);
+      ADD_FAILURE() << "no exception";
+    } catch (const tl::numeric_error& e) {
+      EXPECT_NE(std::string(e.what()).find("the gradient is not finite at step 1"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(s.host_params(), params) << "one_launch " << one_launch;
+    EXPECT_EQ(s.step, 0);
+  }
+  tl::cuda_train_state s(model, params, tl::adam{0.01f});
+  tl::train_step(s, tl::mse, x, y);  // no host synchronization: reported by check_finite
+  EXPECT_THROW(tl::check_finite(s), tl::numeric_error);
+  EXPECT_EQ(s.host_params(), params);
+  // The tiled path (4353 parameters) too.
+  const auto wide = tl::chain(tl::dense<1, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 1>());
+  const auto wide_params = tl::init(wide, gen);
+  tl::cuda_train_state w(wide, wide_params, tl::adam{0.01f});
+  EXPECT_THROW(tl::fit(w, tl::mse, x, y, 3), tl::numeric_error);
+  EXPECT_EQ(w.host_params(), wide_params);
+}
+
 TEST(Devices, MissingDeviceIsAClearError) {
   try {
     tl::cuda_device(99);
@@ -182,14 +216,6 @@ TEST(Devices, MissingDeviceIsAClearError) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (tl::cuda_device_count() == 0) {
-    std::printf("no CUDA device usable here: GPU tests compiled, not run (skipped)\n");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
 
 namespace {
 __global__ void tanh_kernel(const float* x, float* y, int n) {

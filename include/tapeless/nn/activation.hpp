@@ -14,16 +14,18 @@
 
 namespace tl {
 
+// The traced expression is kept only when it holds run-time constants; an empty one
+// is rebuilt where it is used (nvcc refuses kernel parameters made of empty members).
 template <class Expr>
 struct expression_activation {
   static constexpr const char* name = "expression";
-  Expr expr;
+  detail::child<Expr, 0> expr_;
 
   template <class T>
   TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
     detail::reverse_sweep<Expr, T, 1> sweep;
     const T point[1] = {x};
-    const T y = sweep.value_and_backward(expr, point);
+    const T y = sweep.value_and_backward(expr_.get(), point);
     d = sweep.template adjoint_of_variable<0>();
     return y;
   }
@@ -48,7 +50,7 @@ constexpr auto make_activation(const F& f) {
     return f;
   } else if constexpr (check_trace<1, F>()) {
     const auto expr = trace<1>(f);
-    return expression_activation<std::remove_cvref_t<decltype(expr)>>{expr};
+    return expression_activation<std::remove_cvref_t<decltype(expr)>>{{expr}};
   } else {
     return identity_fn{};  // check_trace has reported the error
   }

@@ -16,15 +16,17 @@
 
 namespace tl {
 
+// The traced expression is kept only when it holds run-time constants; an empty one
+// is rebuilt where it is used (nvcc refuses kernel parameters made of empty members).
 template <class Expr>
 struct expression_elementwise_loss : elementwise_loss_base<expression_elementwise_loss<Expr>> {
-  Expr expr;
-  constexpr explicit expression_elementwise_loss(const Expr& e) : expr(e) {}
+  detail::child<Expr, 0> expr_;
+  constexpr explicit expression_elementwise_loss(const Expr& e) : expr_(e) {}
   template <class T>
   TL_HD TL_INLINE T element(T yhat, T y, T& d) const {
     detail::reverse_sweep<Expr, T, 2> sweep;
     const T point[2] = {yhat, y};
-    const T loss = sweep.value_and_backward(expr, point);
+    const T loss = sweep.value_and_backward(expr_.get(), point);
     d = sweep.template adjoint_of_variable<0>();
     return loss;
   }
@@ -32,7 +34,7 @@ struct expression_elementwise_loss : elementwise_loss_base<expression_elementwis
 
 template <std::size_t N, class Expr>
 struct expression_sample_loss {
-  Expr expr;
+  detail::child<Expr, 0> expr_;
   static constexpr double denominator(std::size_t, std::size_t batch) { return double(batch); }
   template <std::size_t Outputs, std::size_t K, class T>
   TL_HD TL_INLINE void group(const T* yhat, const T* y, T* dyhat, T* loss) const {
@@ -44,7 +46,7 @@ struct expression_sample_loss {
         point[N + n] = y[n * K + k];
       }
       detail::reverse_sweep<Expr, T, 2 * N> sweep;
-      loss[k] = sweep.value_and_backward(expr, point);
+      loss[k] = sweep.value_and_backward(expr_.get(), point);
       [&]<std::size_t... I>(std::index_sequence<I...>) {
         ((dyhat[I * K + k] = sweep.template adjoint_of_variable<I>()), ...);
       }(std::make_index_sequence<N>{});
@@ -81,7 +83,7 @@ constexpr auto sample_loss(const F& f) {
   using tracer = detail::sample_loss_tracer<N, F>;
   if constexpr (detail::check_trace<2 * N, tracer>()) {
     const auto expr = detail::trace<2 * N>(tracer{f});
-    return expression_sample_loss<N, std::remove_cvref_t<decltype(expr)>>{expr};
+    return expression_sample_loss<N, std::remove_cvref_t<decltype(expr)>>{{expr}};
   } else {
     return softmax_cross_entropy_loss{};
   }

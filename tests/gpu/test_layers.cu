@@ -1,0 +1,143 @@
+// Layers, lambda activations and lambda losses on the GPU against the CPU, in float
+// and double; the mixed model of the layer-protocol issue trained on both from the
+// same parameters; the float64 seed fit against a plain float64 reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "../../examples/seed_fit.hpp"
+#include "../support/gpu_main.hpp"
+#include "../support/model_check.hpp"
+#include "../support/seed_reference.hpp"
+
+namespace {
+
+using tl_test::random_batch;
+using tl_test::random_parameters;
+using tl_test::relative_difference;
+
+template <class T>
+tl::basic_matrix<T> cast(const tl::basic_matrix<double>& m) {
+  tl::basic_matrix<T> r(m.features(), m.batch());
+  for (std::size_t k = 0; k < m.size(); ++k) r.values()[k] = static_cast<T>(m.values()[k]);
+  return r;
+}
+template <class T, class Model>
+tl::parameters<Model, T> cast(const tl::parameters<Model, double>& p) {
+  return tl::parameters<Model, T>(std::vector<T>(p.flat().begin(), p.flat().end()));
+}
+
+// Loss and gradient on the GPU equal the CPU's: 1e-5 (float), 1e-12 (double).
+template <class T, class Model, class Loss>
+void expect_gpu_equals_cpu(const Model& model, const Loss& loss, std::size_t batch, std::uint64_t seed) {
+  tl::rng gen(seed);
+  const auto p64 = random_parameters(model, gen);
+  const auto x64 = random_batch(gen, Model::inputs, batch, -1.5, 1.5);
+  const auto y64 = random_batch(gen, Model::outputs, batch, 0.05, 1);
+  const auto p = cast<T>(p64);
+  const auto x = cast<T>(x64), y = cast<T>(y64);
+  const auto cpu = tl::value_and_grad(loss, model, p, x, y);
+  const auto gpu = tl::value_and_grad(loss, model, p, tl::to_device(x), tl::to_device(y));
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  EXPECT_LE(std::abs(double(gpu.loss) - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance) << batch;
+  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), tolerance) << batch;
+}
+
+constexpr auto gelu_lambda = [](auto x) {
+  return 0.5 * x * (1.0 + tl::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+};
+
+auto mixed_model() {
+  return tl::chain(tl::dense<2, 8>(tl::gelu),
+                   tl::skip(tl::dense<8, 8>([](auto x) { return x * tl::sigmoid(1.702 * x); }), tl::dense<8, 8>()),
+                   tl::layer_norm<8>(), tl::dense<8, 1>());
+}
+
+TEST(GpuLayers, LambdaActivationsAndLossesMatchCpu) {
+  const auto model = tl::chain(tl::dense<3, 8>(gelu_lambda), tl::dense<8, 5>(tl::tanh), tl::dense<5, 3>());
+  const auto log_cosh = tl::elementwise_loss([](auto yhat, auto y) { return tl::log(tl::cosh(yhat - y)); });
+  const auto softmax_ce = tl::sample_loss<3>(
+      [](const auto& yhat, const auto& y) { return tl::logsumexp(yhat) * tl::sum(y) - tl::dot(y, yhat); });
+  for (std::size_t batch : {1u, 37u, 5000u}) {
+    expect_gpu_equals_cpu<float>(model, tl::mse, batch, 1);
+    expect_gpu_equals_cpu<float>(model, log_cosh, batch, 2);
+    expect_gpu_equals_cpu<float>(model, softmax_ce, batch, 3);
+    expect_gpu_equals_cpu<double>(model, log_cosh, batch, 4);
+  }
+}
+
+TEST(GpuLayers, LayerNormAndSkipMatchCpu) {
+  for (std::size_t batch : {1u, 65u, 3000u}) {
+    expect_gpu_equals_cpu<float>(mixed_model(), tl::mse, batch, 5);
+    expect_gpu_equals_cpu<double>(mixed_model(), tl::mse, batch, 6);
+  }
+}
+
+// Over 255 parameters and not only dense layers: the general per-thread kernel.
+TEST(GpuLayers, GeneralPathMatchesCpu) {
+  const auto model = tl::chain(tl::dense<3, 24>(tl::silu), tl::skip(tl::dense<24, 24>(tl::tanh)), tl::layer_norm<24>(),
+                               tl::dense<24, 2>());
+  static_assert(decltype(model)::parameter_count > 255);
+  for (std::size_t batch : {2u, 300u, 20000u}) {
+    expect_gpu_equals_cpu<float>(model, tl::mse, batch, 7);
+    expect_gpu_equals_cpu<double>(model, tl::mse, batch, 8);
+  }
+}
+
+// The mixed model trains 200 Adam steps on both devices from the same parameters.
+template <class T>
+void mixed_model_trains_alike(std::size_t batch, double tolerance, bool one_launch) {
+  const auto model = mixed_model();
+  tl::rng gen(9);
+  const auto params = cast<T>(random_parameters(model, gen));
+  const auto x = cast<T>(random_batch(gen, 2, batch, -2, 2));
+  tl::basic_matrix<T> y(1, batch);
+  for (std::size_t s = 0; s < batch; ++s) y(0, s) = static_cast<T>(std::sin(3 * x(0, s)) * x(1, s));
+  tl::train_state cpu(model, params, tl::adam{0.01});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, x, y, 200, {.progress = false});
+  tl::cuda_fit_options options;
+  options.one_launch = one_launch;
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 200, options);
+  ASSERT_EQ(gpu_run.loss_history.size(), 200u);
+  double worst = 0;
+  for (std::size_t e = 0; e < 200; ++e)
+    worst = std::max(worst, std::abs(gpu_run.loss_history[e] - cpu_run.loss_history[e]) / cpu_run.loss_history[e]);
+  EXPECT_LE(worst, tolerance);
+  EXPECT_LT(cpu_run.loss_history.back(), 0.5 * cpu_run.loss_history.front());
+  std::printf("mixed model, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e\n",
+              std::is_same_v<T, float> ? "float" : "double", batch, one_launch ? "one launch" : "per step",
+              cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst);
+}
+
+TEST(GpuLayers, MixedModelTrainsLikeCpuInFloat) {
+  mixed_model_trains_alike<float>(256, 1e-4, true);
+  mixed_model_trains_alike<float>(256, 1e-4, false);
+}
+TEST(GpuLayers, MixedModelTrainsLikeCpuInDouble) {
+  mixed_model_trains_alike<double>(256, 1e-10, true);
+  mixed_model_trains_alike<double>(256, 1e-10, false);
+}
+
+TEST(SeedFit, Float64OnGpuMatchesPlainReference) {
+  const auto data = seed_fit::make_data();
+  const auto x = cast<double>(tl::basic_matrix<double>(1, data.x.batch(), {data.x.values().begin(), data.x.values().end()}));
+  const auto y = cast<double>(tl::basic_matrix<double>(1, data.y.batch(), {data.y.values().begin(), data.y.values().end()}));
+  tl::rng gen(42);
+  const auto params = tl::init<double>(seed_fit::make_model(), gen);
+  tl::cuda_train_state gpu(seed_fit::make_model(), params, tl::adam{0.01});
+  const auto run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), seed_fit::epochs);
+  const auto reference = tl_test::seed_fit_float64({params.flat().begin(), params.flat().end()},
+                                                   {x.values().begin(), x.values().end()},
+                                                   {y.values().begin(), y.values().end()}, int(seed_fit::epochs));
+  double worst = 0;
+  for (std::size_t e = 0; e < seed_fit::epochs; ++e)
+    worst = std::max(worst, std::abs(run.loss_history[e] - reference.loss_history[e]) / reference.loss_history[e]);
+  EXPECT_LE(worst, 1e-10);
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), reference.params), 1e-10);
+  std::printf("float64 seed fit on the GPU: worst loss difference to the plain reference %.2e\n", worst);
+}
+
+}  // namespace
