@@ -12,13 +12,11 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -29,16 +27,12 @@
 
 #include "tapeless/io/atomic_file.hpp"
 #include "tapeless/io/failure.hpp"
+#include "tapeless/io/host_floats.hpp"
 #include "tapeless/io/json.hpp"
 #include "tapeless/io/non_finite.hpp"
 #include "tapeless/io/read_file.hpp"
 
 namespace tl {
-
-// Tensors are written and read with memcpy: the host must store floats as the file does.
-static_assert(std::endian::native == std::endian::little, "tapeless io: safetensors and .npy need a little-endian host");
-static_assert(std::numeric_limits<float>::is_iec559 && std::numeric_limits<double>::is_iec559,
-              "tapeless io: float and double must be IEEE 754 binary32/binary64");
 
 enum class dtype { f32, f64 };
 
