@@ -14,11 +14,13 @@
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "tapeless/io/atomic_file.hpp"
@@ -130,6 +132,15 @@ class csv_reader {
   std::size_t line_ = 1;
 };
 
+// The first name that occurs twice (a set: files may have very many columns).
+inline std::optional<std::string> first_repeated(const std::vector<std::string>& names) {
+  std::unordered_set<std::string_view> seen;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) return name;
+  }
+  return std::nullopt;
+}
+
 template <class T>
 T parse_csv_number(const std::filesystem::path& file, std::string_view field, std::size_t line, std::size_t column,
                    const std::string& column_name, non_finite_values policy) {
@@ -160,10 +171,8 @@ csv_table<T> parse_csv(const std::filesystem::path& file, std::string_view text,
   std::vector<std::string> header, fields;
   std::size_t line = 0;
   if (!reader.next(header, line)) throw_io_error(file, "is empty (a header row of column names is needed)");
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    if (std::find(header.begin(), header.begin() + i, header[i]) != header.begin() + i) {
-      throw_io_error(file, "line 1: column name " + quoted_excerpt(header[i]) + " appears twice");
-    }
+  if (const auto twice = first_repeated(header)) {
+    throw_io_error(file, "line 1: column name " + quoted_excerpt(*twice) + " appears twice");
   }
   std::vector<std::size_t> selected;
   for (const std::string& name : wanted) {
@@ -208,10 +217,8 @@ template <class T>
 void save_csv(const std::filesystem::path& file, const csv_table<T>& table, char delimiter, const write_fault& fault) {
   if (delimiter == '"' || delimiter == '\n' || delimiter == '\r') throw_io_error(file, "the delimiter cannot be a quote or a line break");
   if (table.columns.empty()) throw_io_error(file, "a CSV table needs at least one column");
-  for (std::size_t i = 0; i < table.columns.size(); ++i) {
-    if (std::find(table.columns.begin(), table.columns.begin() + i, table.columns[i]) != table.columns.begin() + i) {
-      throw_io_error(file, "column name " + quoted_excerpt(table.columns[i]) + " appears twice");
-    }
+  if (const auto twice = first_repeated(table.columns)) {
+    throw_io_error(file, "column name " + quoted_excerpt(*twice) + " appears twice");
   }
   std::size_t cells = 0;
   if (!checked_multiply(table.rows, table.columns.size(), cells) || cells != table.values.size()) {

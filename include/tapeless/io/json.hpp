@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -142,6 +143,7 @@ class reader {
   value parse_object(int depth) {
     value v;
     v.type = value::kind::object;
+    std::unordered_set<std::string> seen;
     ++pos_;  // '{'
     skip_whitespace();
     if (!at_end() && peek() == '}') return ++pos_, v;
@@ -150,9 +152,8 @@ class reader {
       if (at_end() || peek() != '"') fail("expected a string key");
       const std::size_t key_position = pos_;
       std::string key = parse_string();
-      for (const auto& existing : v.keys) {
-        if (existing == key) pos_ = key_position, fail("duplicate key " + quoted_excerpt(key));
-      }
+      // A set, not a scan of the keys so far: a 100 MB header may hold millions of keys.
+      if (!seen.insert(key).second) pos_ = key_position, fail("duplicate key " + quoted_excerpt(key));
       expect(':');
       v.items.push_back(parse_value(depth + 1));
       v.keys.push_back(std::move(key));
