@@ -2,7 +2,8 @@
 // the bytes go to a temporary file in the target's directory, which is synced, closed
 // and then renamed over the target (rename within one file system is atomic on POSIX).
 // On any failure the temporary file is removed, the target is left as it was, and one
-// tl::io_error names the target and the step that failed.
+// tl::io_error names the target and the step that failed. As with any rename-based save,
+// a symlink at the target is replaced by the file, and the old file's mode is not kept.
 #pragma once
 
 #include <algorithm>
