@@ -156,9 +156,10 @@ TEST(LeastSquares, GaussNewtonConvergesOnEasyProblem) {
 TEST(LeastSquares, CostOnlyTrialPointsGiveTheSameFit) {
   const decay_data d;
   tl::lsq::options opt;
+  opt.refinement_steps = 0;  // the evaluation counts below are lmder's alone
+  const auto b = tl::lsq::fit<2, 1>(decay, {1.0, 0.1}, d.x, d.y, {}, opt);
   opt.jacobian_at_trial_points = false;
   const auto a = tl::lsq::fit<2, 1>(decay, {1.0, 0.1}, d.x, d.y, {}, opt);
-  const auto b = tl::lsq::fit<2, 1>(decay, {1.0, 0.1}, d.x, d.y);
   EXPECT_TRUE(a.converged());
   for (int j = 0; j < 2; ++j) EXPECT_EQ(a.parameters[j], b.parameters[j]);
   EXPECT_EQ(a.jacobian_evaluations, 1 + a.accepted_steps);

@@ -44,6 +44,7 @@ struct result {
   stop_reason reason = stop_reason::max_iterations;
   std::size_t iterations = 0;              // trial steps (rejected ones and GN halvings included)
   std::size_t accepted_steps = 0;
+  std::size_t refinement_steps = 0;        // Gauss-Newton steps taken after convergence
   std::size_t function_evaluations = 0;    // calls of evaluate
   std::size_t jacobian_evaluations = 0;    // those with need_jacobian == true
   double initial_cost = 0;                 // 0.5 sum r^2 at the start
