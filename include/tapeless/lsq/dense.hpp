@@ -9,7 +9,9 @@
 // long double is double, as with MSVC, this is a double solve: correct, less margin;
 // on AArch64 Linux it is IEEE quad in software: slower, still nothing at this size.)
 // Errors in the step only slow the iteration; the point it converges to is set by
-// J^T r, which these solves never touch (see lsq/solver.hpp).
+// J^T r, which these solves never touch (see lsq/solver.hpp). Slowing can still mean
+// failing: with double solves, NIST's MGH17 from start 1 shrinks its trust region on
+// garbage steps until the xtol test stops it far from the minimum.
 //
 // Primary solve: Cholesky L L^T. It fails on a matrix that is singular or indefinite
 // to working precision (a parameter that does not enter the model gives a zero row).

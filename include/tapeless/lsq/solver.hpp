@@ -267,7 +267,7 @@ void gauss_newton(run<P, Evaluate>& st) {
 // the error itself: once the cost's changes fall below its rounding (lmder's tests then
 // stop, or reject steps as noise), J^T r still says which way the minimum is. On
 // large-residual problems, where Levenberg-Marquardt converges only linearly, that last
-// stretch is worth digits (NIST's ENSO: ~6 -> ~9). So after convergence, Gauss-Newton
+// stretch is worth digits (NIST's ENSO, MGH09, Thurber: 5-8 -> 10+). So after convergence, Gauss-Newton
 // steps are taken while each one lowers gnorm; the first that does not ends it (and is
 // not taken). The cost only guards against a wild step: it may not rise by more than
 // 1e-8 relative. Genuine changes here are below ftol, where the cost's own rounding
