@@ -238,6 +238,31 @@ TEST(LeastSquares, ParameterNotInModelIsReported) {
   }
 }
 
+// b1 and b2 enter only as their product: J's columns are proportional everywhere. The
+// product is determined (the slope of a line through the origin), neither factor is.
+TEST(LeastSquares, ParametersOnlyAsProductAreUndetermined) {
+  const line_data d;
+  auto product = [](auto b1, auto b2, auto x) { return b1 * b2 * x; };
+  const auto fit = tl::lsq::fit<2, 1>(product, {2.0, 0.5}, d.x, d.y);
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < d.x.size(); ++i) sxy += d.x[i] * d.y[i], sxx += d.x[i] * d.x[i];
+  EXPECT_TRUE(fit.converged()) << to_string(fit.reason);
+  expect_relative(fit.parameters[0] * fit.parameters[1], sxy / sxx, 1e-10, "b1 b2");
+  EXPECT_EQ(fit.rank, 1u);
+  EXPECT_TRUE(fit.rank_deficient);
+  EXPECT_TRUE(std::isinf(fit.standard_errors[0]) && std::isinf(fit.standard_errors[1]));
+}
+
+TEST(LeastSquares, GradientToleranceStops) {
+  const decay_data d;
+  tl::lsq::options opt;
+  opt.gtol = 1e-3;
+  opt.refinement_steps = 0;
+  const auto fit = tl::lsq::fit<2, 1>(decay, {1.0, 0.1}, d.x, d.y, {}, opt);
+  EXPECT_EQ(fit.reason, stop_reason::gradient) << to_string(fit.reason);
+  EXPECT_TRUE(fit.converged());
+}
+
 TEST(LeastSquares, NoParameterInModelIsSingular) {
   const decay_data d;
   auto constant = [](auto, auto, auto x) { return 2.0 * x; };
