@@ -38,7 +38,10 @@ struct line_fit {
     double mx = 0, my = 0;
     for (std::size_t i = 0; i < d.x.size(); ++i) mx += d.x[i] / n, my += d.y[i] / n;
     double sxx = 0, sxy = 0;
-    for (std::size_t i = 0; i < d.x.size(); ++i) sxx += (d.x[i] - mx) * (d.x[i] - mx), sxy += (d.x[i] - mx) * (d.y[i] - my);
+    for (std::size_t i = 0; i < d.x.size(); ++i) {
+      sxx += (d.x[i] - mx) * (d.x[i] - mx);
+      sxy += (d.x[i] - mx) * (d.y[i] - my);
+    }
     slope = sxy / sxx;
     intercept = my - slope * mx;
     rss = 0;
@@ -51,7 +54,8 @@ struct line_fit {
 };
 
 void expect_relative(double actual, double expected, double tolerance, const char* what) {
-  EXPECT_LE(std::abs(actual - expected), tolerance * std::abs(expected)) << what << ": " << actual << " vs " << expected;
+  EXPECT_LE(std::abs(actual - expected), tolerance * std::abs(expected))
+      << what << ": " << actual << " vs " << expected;
 }
 
 TEST(LeastSquares, LinearProblemMatchesClosedForm) {

@@ -36,16 +36,16 @@ std::vector<table_row>& table() {
 struct print_table : ::testing::Environment {
   void TearDown() override {
     if (table().empty()) return;
-    std::printf("\n%-9s %-8s %-6s %-5s %5s %6s %9s %8s %9s  %s\n", "problem", "level", "start", "conv", "iter", "refine",
-                "LRE(par)", "LRE(RSS)", "LRE(se)", "stop reason");
+    std::printf("\n%-9s %-8s %-6s %-5s %5s %6s %9s %8s %9s  %s\n", "problem", "level", "start", "conv", "iter",
+                "refine", "LRE(par)", "LRE(RSS)", "LRE(se)", "stop reason");
     for (const auto& r : table()) {
       if (r.reason.rfind("skipped", 0) == 0) {
         std::printf("%-9s %-8s %-6s %s\n", r.problem.c_str(), r.difficulty.c_str(), r.start.c_str(), r.reason.c_str());
         continue;
       }
       std::printf("%-9s %-8s %-6s %-5s %5zu %6zu %9.1f %8.1f %9.1f  %s\n", r.problem.c_str(), r.difficulty.c_str(),
-                  r.start.c_str(), r.converged ? "yes" : "no", r.iterations, r.refinement_steps, r.lre_parameters, r.lre_rss,
-                  r.lre_std_errors, r.reason.c_str());
+                  r.start.c_str(), r.converged ? "yes" : "no", r.iterations, r.refinement_steps, r.lre_parameters,
+                  r.lre_rss, r.lre_std_errors, r.reason.c_str());
     }
     std::printf("LRE: digits agreeing with NIST's certified value (at most 11); par, se: the worst parameter,\n"
                 "standard error. iter: trial steps; refine: Gauss-Newton refinement steps after convergence.\n"

@@ -80,7 +80,9 @@ inline problem read(const std::filesystem::path& file) {
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       const auto row = detail::numbers(line);
       if (columns == 0) columns = row.size();
-      if (row.size() != columns || columns < 2) fail("data line with " + std::to_string(row.size()) + " numbers: " + line);
+      if (row.size() != columns || columns < 2) {
+        fail("data line with " + std::to_string(row.size()) + " numbers: " + line);
+      }
       prob.y.push_back(row[0]);
       prob.x.insert(prob.x.end(), row.begin() + 1, row.end());
       continue;

@@ -42,8 +42,9 @@ std::array<double, P + I> splice(const std::array<double, P>& p, const double* x
 
 inline void check_samples(std::size_t inputs, std::span<const double> x, std::span<const double> y,
                           std::span<const double> weights) {
-  tl::detail::require_size("lsq::accumulate_normal_equations", "x.size() (inputs x samples)", inputs * y.size(), x.size());
-  if (!weights.empty()) tl::detail::require_size("lsq::accumulate_normal_equations", "weights.size()", y.size(), weights.size());
+  constexpr const char* where = "lsq::accumulate_normal_equations";
+  tl::detail::require_size(where, "x.size() (inputs x samples)", inputs * y.size(), x.size());
+  if (!weights.empty()) tl::detail::require_size(where, "weights.size()", y.size(), weights.size());
 }
 }  // namespace detail
 

@@ -205,13 +205,19 @@ void levenberg_marquardt(run<P, Evaluate>& st) {
       // lmder's tests, in its order.
       const bool small_reduction = std::fabs(actual) <= opt.ftol && predicted <= opt.ftol && 0.5 * ratio <= 1;
       if (small_reduction) { res.reason = stop_reason::relative_reduction; return; }
-      if (delta <= opt.xtol * x_norm) { res.reason = finite ? stop_reason::step_size : stop_reason::non_finite; return; }
+      if (delta <= opt.xtol * x_norm) {
+        res.reason = finite ? stop_reason::step_size : stop_reason::non_finite;
+        return;
+      }
       if (res.iterations >= opt.max_iterations) { res.reason = stop_reason::max_iterations; return; }
       if ((std::fabs(actual) <= eps && predicted <= eps && 0.5 * ratio <= 1) || st.gradient_cosine <= eps) {
         res.reason = stop_reason::machine_precision;
         return;
       }
-      if (delta <= eps * x_norm) { res.reason = finite ? stop_reason::machine_precision : stop_reason::non_finite; return; }
+      if (delta <= eps * x_norm) {
+        res.reason = finite ? stop_reason::machine_precision : stop_reason::non_finite;
+        return;
+      }
       if (accepted) break;
     }
   }
@@ -252,8 +258,14 @@ void gauss_newton(run<P, Evaluate>& st) {
         // Relative reductions: actual, and the model's for the step alpha z.
         const double actual = 1 - at_t.cost / cost;
         const double predicted = double((2 * alpha - alpha * alpha)) * model;
-        if (std::fabs(actual) <= opt.ftol && predicted <= opt.ftol) { res.reason = stop_reason::relative_reduction; return; }
-        if (step_norm <= opt.xtol * scaled_norm(st.diag, res.parameters)) { res.reason = stop_reason::step_size; return; }
+        if (std::fabs(actual) <= opt.ftol && predicted <= opt.ftol) {
+          res.reason = stop_reason::relative_reduction;
+          return;
+        }
+        if (step_norm <= opt.xtol * scaled_norm(st.diag, res.parameters)) {
+          res.reason = stop_reason::step_size;
+          return;
+        }
         if (res.iterations >= opt.max_iterations) { res.reason = stop_reason::max_iterations; return; }
         break;
       }
@@ -304,7 +316,9 @@ result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const o
     throw std::invalid_argument("tapeless::lsq::solve: ftol, xtol, gtol must be >= 0 and initial_step_bound > 0");
   }
   for (double v : start) {
-    if (!std::isfinite(v)) throw numeric_error("tapeless::lsq::solve: the starting point has a NaN or infinite parameter");
+    if (!std::isfinite(v)) {
+      throw numeric_error("tapeless::lsq::solve: the starting point has a NaN or infinite parameter");
+    }
   }
   result<P> res;
   res.parameters = start;
