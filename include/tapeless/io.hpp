@@ -3,6 +3,7 @@
 // <filesystem> and the parsers.
 #pragma once
 
+#include "tapeless/io/checkpoint.hpp"
 #include "tapeless/io/csv.hpp"
 #include "tapeless/io/npy.hpp"
 #include "tapeless/io/safetensors.hpp"

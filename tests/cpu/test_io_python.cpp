@@ -22,6 +22,7 @@
 
 #include "../support/io_files.hpp"
 #include "tapeless/io.hpp"
+#include "tapeless/tapeless.hpp"
 
 #ifndef TAPELESS_PYTHON_TESTS_DIR
 #error "define TAPELESS_PYTHON_TESTS_DIR as the path of tests/python"
@@ -157,6 +158,36 @@ TEST(Python, TapelessLoadsNumpyNpy) {
     EXPECT_EQ(got_digits, want);
   }
 }
+
+
+// A model's checkpoint read from Python: numpy's forward pass from the state_dict names
+// equals tapeless' outputs; where torch is installed (the GPU machine),
+// nn.Sequential.load_state_dict(strict=True) takes it and computes the same outputs.
+template <class T>
+void python_reads_checkpoint() {
+  const auto model = tl::chain(tl::dense<2, 8>(tl::gelu), tl::skip(tl::dense<8, 8>(tl::tanh), tl::dense<8, 8>()),
+                               tl::layer_norm<8>(), tl::dense<8, 3>());
+  tl::rng gen(5);
+  auto params = tl::init<T>(model, gen);
+  for (T& v : tl::flat(params)) v += T(0.1) * T(gen.uniform(-1, 1));
+  tl::basic_matrix<T> x(2, 50);
+  for (T& v : x.values()) v = T(gen.uniform(-2, 2));
+  const auto yhat = tl::apply(model, params, x);
+  tl_test::scratch_directory dir;
+  tl::train_state state(model, params, tl::adam{0.01});
+  tl::save(dir / "model.safetensors", state);  // optimizer tensors included: torch must ignore them
+  tl::save_npy(dir / "x.npy", x, tl::npy_layout::samples_by_features);
+  tl::save_npy(dir / "yhat.npy", yhat, tl::npy_layout::samples_by_features);
+  tl_test::write_bytes(dir / "arch.json",
+                       R"([["linear", 2, 8], ["gelu_tanh"], ["skip", [["linear", 8, 8], ["tanh"], ["linear", 8, 8]]],)"
+                       R"( ["layer_norm", 8], ["linear", 8, 3]])");
+  EXPECT_EQ(run(script("check_checkpoint.py") + " '" + (dir / "model.safetensors").string() + "' '" +
+                (dir / "arch.json").string() + "' '" + (dir / "x.npy").string() + "' '" + (dir / "yhat.npy").string() +
+                "'"),
+            0);
+}
+TEST(Python, ReadsAModelCheckpointFloat) { python_reads_checkpoint<float>(); }
+TEST(Python, ReadsAModelCheckpointDouble) { python_reads_checkpoint<double>(); }
 
 }  // namespace
 

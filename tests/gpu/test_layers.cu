@@ -9,6 +9,7 @@
 
 #include "../../examples/seed_fit.hpp"
 #include "../support/gpu_main.hpp"
+#include "tapeless/cuda/checkpoint.hpp"
 #include "../support/model_check.hpp"
 #include "../support/seed_reference.hpp"
 
@@ -138,6 +139,30 @@ TEST(SeedFit, Float64OnGpuMatchesPlainReference) {
   EXPECT_LE(worst, 1e-10);
   EXPECT_LE(relative_difference(gpu.host_params().flat(), reference.params), 1e-10);
   std::printf("float64 seed fit on the GPU: worst loss difference to the plain reference %.2e\n", worst);
+}
+
+// Save at step 150 on the GPU, load into a fresh state, 150 more: the history of an
+// uninterrupted 300-step run, within 1e-6.
+TEST(Checkpoint, GpuRunResumesWhereItStopped) {
+  const auto model = mixed_model();
+  tl::rng gen(12);
+  const auto params = tl::init(model, gen);
+  const auto x = cast<float>(random_batch(gen, 2, 256, -2, 2)), y = cast<float>(random_batch(gen, 1, 256, -1, 1));
+  const auto dx = tl::to_device(x), dy = tl::to_device(y);
+  tl::cuda_train_state whole(model, params, tl::adam{0.01});
+  const auto run = tl::fit(whole, tl::mse, dx, dy, 300);
+  tl::cuda_train_state first(model, params, tl::adam{0.01});
+  auto history = tl::fit(first, tl::mse, dx, dy, 150).loss_history;
+  const auto path = std::filesystem::temp_directory_path() / "tapeless_gpu_resume.safetensors";
+  tl::save(path, first);
+  tl::cuda_train_state second(model, tl::init(model, gen), tl::adam{0.01});
+  tl::load(path, second);
+  const auto rest = tl::fit(second, tl::mse, dx, dy, 150).loss_history;
+  history.insert(history.end(), rest.begin(), rest.end());
+  ASSERT_EQ(history.size(), 300u);
+  for (std::size_t e = 0; e < 300; ++e) EXPECT_NEAR(history[e], run.loss_history[e], 1e-6 * run.loss_history[e]) << e;
+  EXPECT_LE(relative_difference(second.host_params().flat(), whole.host_params().flat()), 1e-6);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

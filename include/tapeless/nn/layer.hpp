@@ -78,6 +78,8 @@ concept has_parameter_blocks = requires { L::parameter_blocks(); };
 template <class L>
 concept layer_container = requires(const L& l) {
   L::sublayer_count;
+  L::template parameter_offset<0>;
+  typename L::template layer_type<0>;
   l.template sublayer<0>();
 };
 

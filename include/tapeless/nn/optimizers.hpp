@@ -20,7 +20,9 @@ namespace tl {
 struct sgd {
   double lr = 0.01;
   double momentum = 0.0;
+  static constexpr const char* name = "sgd";
   static constexpr std::size_t state_slots = 1;
+  static constexpr const char* slot_names[state_slots] = {"momentum_buffer"};  // PyTorch's names
   template <class T> struct constants { T lr, momentum; };
   template <class T> TL_HD constants<T> at_step(long) const { return {T(lr), T(momentum)}; }
   template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& v) {
@@ -36,7 +38,9 @@ struct adam {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  static constexpr const char* name = "adam";
   static constexpr std::size_t state_slots = 2;
+  static constexpr const char* slot_names[state_slots] = {"exp_avg", "exp_avg_sq"};  // PyTorch's names
   template <class T> struct constants { T lr, beta1, beta2, eps, bias1, bias2, decay; };
   template <class T> TL_HD constants<T> at_step(long t) const {  // t counts from 1
     return {T(lr), T(beta1), T(beta2), T(eps), T(1.0 - ::pow(beta1, double(t))), T(1.0 - ::pow(beta2, double(t))),
@@ -52,6 +56,7 @@ struct adam {
 
 // Adam with decoupled weight decay (PyTorch's AdamW): p <- p - lr wd p, then Adam.
 struct adamw : adam {
+  static constexpr const char* name = "adamw";
   double weight_decay = 0.01;
   TL_HD constexpr adamw(double lr_ = 0.001, double beta1_ = 0.9, double beta2_ = 0.999, double eps_ = 1e-8,
                         double weight_decay_ = 0.01)

@@ -29,6 +29,10 @@ struct skip_layer {
 
   template <std::size_t I>
   TL_HD constexpr const auto& sublayer() const { return inner.template sublayer<I>(); }
+  template <std::size_t I>
+  static constexpr std::size_t parameter_offset = Inner::template parameter_offset<I>;
+  template <std::size_t I>
+  using layer_type = typename Inner::template layer_type<I>;
 
   template <class T>
   void init(T* p, rng& g) const { inner.init(p, g); }
