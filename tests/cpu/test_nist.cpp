@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "../support/nist.hpp"
+#include "tapeless/cpu/least_squares.hpp"
 #include "tapeless/lsq/accumulate.hpp"
+#include "tapeless/nn/expression_model.hpp"
 
 namespace {
 
@@ -26,6 +28,7 @@ struct table_row {
   bool converged = false;
   std::size_t iterations = 0, refinement_steps = 0;
   double lre_parameters = 0, lre_rss = 0, lre_std_errors = 0;
+  double fused_lre_parameters = 0, fused_lre_rss = 0;  // through tl::least_squares on an expression model
 };
 std::vector<table_row>& table() {
   static std::vector<table_row> rows;
@@ -36,19 +39,21 @@ std::vector<table_row>& table() {
 struct print_table : ::testing::Environment {
   void TearDown() override {
     if (table().empty()) return;
-    std::printf("\n%-9s %-8s %-6s %-5s %5s %6s %9s %8s %9s  %s\n", "problem", "level", "start", "conv", "iter",
-                "refine", "LRE(par)", "LRE(RSS)", "LRE(se)", "stop reason");
+    std::printf("\n%-9s %-8s %-6s %-5s %5s %6s %9s %8s %9s %9s %9s  %s\n", "problem", "level", "start", "conv", "iter",
+                "refine", "LRE(par)", "LRE(RSS)", "LRE(se)", "fused par", "fused RSS", "stop reason");
     for (const auto& r : table()) {
       if (r.reason.rfind("skipped", 0) == 0) {
         std::printf("%-9s %-8s %-6s %s\n", r.problem.c_str(), r.difficulty.c_str(), r.start.c_str(), r.reason.c_str());
         continue;
       }
-      std::printf("%-9s %-8s %-6s %-5s %5zu %6zu %9.1f %8.1f %9.1f  %s\n", r.problem.c_str(), r.difficulty.c_str(),
-                  r.start.c_str(), r.converged ? "yes" : "no", r.iterations, r.refinement_steps, r.lre_parameters,
-                  r.lre_rss, r.lre_std_errors, r.reason.c_str());
+      std::printf("%-9s %-8s %-6s %-5s %5zu %6zu %9.1f %8.1f %9.1f %9.1f %9.1f  %s\n", r.problem.c_str(),
+                  r.difficulty.c_str(), r.start.c_str(), r.converged ? "yes" : "no", r.iterations, r.refinement_steps,
+                  r.lre_parameters, r.lre_rss, r.lre_std_errors, r.fused_lre_parameters, r.fused_lre_rss,
+                  r.reason.c_str());
     }
     std::printf("LRE: digits agreeing with NIST's certified value (at most 11); par, se: the worst parameter,\n"
                 "standard error. iter: trial steps; refine: Gauss-Newton refinement steps after convergence.\n"
+                "fused: the same problem as a tl::expression_model fitted by tl::least_squares (the fused pass).\n"
                 "BoxBOD*: options.initial_step_bound = 1 (MINPACK's factor; the default is 100).\n");
   }
 };
@@ -65,6 +70,18 @@ struct settings {
   tl::lsq::options solver = {};   // defaults unless a test says otherwise
   const char* label = nullptr;    // the table's name for the run, if not the problem's
 };
+
+// The scalar lambda f(b1..bP, x1..xI) as an expression model (p, x arrays).
+template <std::size_t P, std::size_t I, class F>
+auto as_expression_model(const F& f, const std::array<double, P>& start) {
+  return tl::expression_model<P, I>(
+      [f](const auto& p, const auto& x) {
+        return [&]<std::size_t... J, std::size_t... K>(std::index_sequence<J...>, std::index_sequence<K...>) {
+          return f(p[tl::idx<J>]..., x[tl::idx<K>]...);
+        }(std::make_index_sequence<P>{}, std::make_index_sequence<I>{});
+      },
+      start);
+}
 
 template <std::size_t P, std::size_t I, class F>
 void check(const std::string& name, const F& model, settings s = {}) {
@@ -89,6 +106,20 @@ void check(const std::string& name, const F& model, settings s = {}) {
           std::min(row.lre_std_errors, nist::log_relative_error(fit.standard_errors[j], prob.certified_std_dev[j]));
     }
     row.lre_rss = nist::log_relative_error(fit.residual_sum_of_squares, prob.certified_rss);
+
+    const auto fused_model = as_expression_model<P, I>(model, p0);
+    using Fused = std::remove_cvref_t<decltype(fused_model)>;
+    const std::size_t n = y.size();
+    tl::basic_matrix<double> xm(I, n, prob.x), ym(1, n, y);
+    tl::rng unused(0);
+    auto params = tl::init<double>(fused_model, unused);  // the start values
+    const auto fused = tl::least_squares(fused_model, params, xm, ym, s.solver);
+    static_assert(Fused::parameter_count == P);
+    row.fused_lre_parameters = 11;
+    for (std::size_t j = 0; j < P; ++j)
+      row.fused_lre_parameters =
+          std::min(row.fused_lre_parameters, nist::log_relative_error(fused.parameters[j], prob.certified[j]));
+    row.fused_lre_rss = nist::log_relative_error(fused.residual_sum_of_squares, prob.certified_rss);
     table().push_back(row);
 
     const bool expected = s.converges == expect::both_starts || (s.converges == expect::start2_only && start == 2);
@@ -97,6 +128,9 @@ void check(const std::string& name, const F& model, settings s = {}) {
     EXPECT_GE(row.lre_parameters, s.min_lre);
     EXPECT_GE(row.lre_rss, s.min_rss_lre);
     EXPECT_GE(row.lre_std_errors, s.min_std_error_lre);
+    EXPECT_TRUE(fused.converged()) << "fused: " << to_string(fused.reason);
+    EXPECT_GE(row.fused_lre_parameters, s.min_lre) << "fused";
+    EXPECT_GE(row.fused_lre_rss, s.min_rss_lre) << "fused";
   }
 }
 
@@ -172,11 +206,9 @@ TEST(NistAverage, Misra1d) {
 // principal branch the fit gives b1 - 1 (checked with a test-local atan: both starts
 // converge, RSS and standard errors to 11 digits, b1 off by exactly 1), hence the "+ 1".
 TEST(NistAverage, Roszman1) {
-  // TODO(tl::atan): enable once tl::atan is in core/functions.hpp (another change adds it):
-  //   check<4, 1>("Roszman1", [](auto b1, auto b2, auto b3, auto b4, auto x) {
-  //     return b1 - b2 * x - (tl::atan(b3 / (x - b4)) / pi + 1.0); });
-  skip_row("Roszman1", "Average", "needs tl::atan (pending)");
-  GTEST_SKIP() << "Roszman1 needs tl::atan, not in this tree yet (TODO(tl::atan))";
+  check<4, 1>("Roszman1", [](auto b1, auto b2, auto b3, auto b4, auto x) {
+    return b1 - b2 * x - (tl::atan(b3 / (x - b4)) / pi + 1.0);
+  });
 }
 TEST(NistAverage, ENSO) {
   check<9, 1>("ENSO", [](auto b1, auto b2, auto b3, auto b4, auto b5, auto b6, auto b7, auto b8, auto b9, auto x) {

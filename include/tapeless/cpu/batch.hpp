@@ -72,11 +72,13 @@ cpu_workspace<T>& workspace_for_this_thread() {
 }
 
 // Copies samples [first, first + count) of a sample-major matrix into lane-major
-// [rows][K], zero-padding the lanes past count.
+// [rows][K]. The lanes past count repeat the last sample: a padding of zeros could be
+// outside the model's domain (log(x) at x = 0) and turn the lanes' sums into NaN, even
+// though their contributions are multiplied by 0.
 template <std::size_t Rows, std::size_t K, class T>
 inline void load_group(const T* data, std::size_t first, std::size_t count, T* group) {
   for (std::size_t r = 0; r < Rows; ++r)
-    for (std::size_t k = 0; k < K; ++k) group[r * K + k] = k < count ? data[(first + k) * Rows + r] : T(0);
+    for (std::size_t k = 0; k < K; ++k) group[r * K + k] = data[(first + (k < count ? k : count - 1)) * Rows + r];
 }
 
 // Adds the loss and gradient sums of samples [first, last) into wide[0, P) and

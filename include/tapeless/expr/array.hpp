@@ -44,6 +44,10 @@ struct expression_array {
   static constexpr expression_array<Rs...> make(const Rs&... r) { return {{r...}}; }
 };
 
+// tl::make_array(a, b, ...): an array of the given expressions (a model's outputs).
+template <class... Es>
+constexpr expression_array<Es...> make_array(const Es&... e) { return {{e...}}; }
+
 template <class X> struct is_expression_array : std::false_type {};
 template <class... Es> struct is_expression_array<expression_array<Es...>> : std::true_type {};
 template <class X>

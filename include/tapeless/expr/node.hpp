@@ -10,7 +10,21 @@
 
 namespace tl {
 
-struct expression_tag {};  // base of every expression node
+template <class> inline constexpr bool dependent_false = false;
+
+// Base of every expression node. An expression has no value while a function is
+// traced, so it cannot become a number: a cast (double(x), static_cast<float>(x)) is
+// refused with a message instead of a screen of overloads.
+struct expression_tag {
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  explicit operator T() const {
+    static_assert(dependent_false<T>,
+                  "tapeless: an expression cannot become a plain number while the function is traced (not "
+                  "differentiable that way); keep it an expression: use tl:: functions and + - * /");
+    return T();
+  }
+};
 
 template <class X>
 inline constexpr bool is_expression_v = std::is_base_of_v<expression_tag, std::remove_cvref_t<X>>;

@@ -98,8 +98,6 @@ struct greater_equal_op { template <class T> TL_HD static bool test(T a, T b) { 
 struct less_op { template <class T> TL_HD static bool test(T a, T b) { return a < b; } };
 struct less_equal_op { template <class T> TL_HD static bool test(T a, T b) { return a <= b; } };
 
-template <class> inline constexpr bool dependent_false = false;
-
 // `x > 0.5` on expressions: not a number but a condition for tl::where. Using it as a
 // bool (`if`, `?:`) would branch at trace time, once, for every sample: refused.
 template <class Compare, class A, class B>

@@ -22,7 +22,7 @@
 
 #include "tapeless/core/errors.hpp"
 #include "tapeless/expr/autodiff.hpp"
-#include "tapeless/expr/expression.hpp"
+#include "tapeless/expr/operators.hpp"
 #include "tapeless/lsq/normal_equations.hpp"
 #include "tapeless/lsq/options.hpp"
 #include "tapeless/lsq/result.hpp"

@@ -1,0 +1,162 @@
+// A model that is a formula: tl::expression_model<P, I, O>(f), where
+//   f(p, x)  (p: an expression array of P parameters, x: one of I inputs)
+// returns the O outputs of one sample: an expression (O = 1) or an expression array.
+//   auto decay = tl::expression_model<3, 1, 1>([](const auto& p, const auto& x) {
+//     return p[tl::idx<0>] * tl::exp(-p[tl::idx<1>] * x[tl::idx<0>]) + p[tl::idx<2>];
+//   }, {1.0, 0.5, 0.0});                                   // start values (default: 1)
+// It is a layer (nn/layer.hpp): it trains with every optimizer, runs on the CPU and the
+// GPU, composes with dense layers in a chain, and is what tl::least_squares fits. Its
+// forward pass keeps each output's derivatives with respect to all P + I variables
+// (the sample's Jacobian row, from one reverse sweep per output); backward contracts
+// them with dout. f is traced once, on the host; only the expressions are kept.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "tapeless/expr/array.hpp"
+#include "tapeless/expr/reverse.hpp"
+#include "tapeless/expr/trace.hpp"
+#include "tapeless/nn/layer.hpp"
+
+namespace tl {
+
+namespace detail {
+// The outputs' expressions, each in a slot of its own (a plain aggregate for device
+// code; empty expressions are rebuilt, not stored: detail::child).
+template <std::size_t I, class E>
+struct output_slot {
+  child<E, 0> expr;
+};
+template <class Indices, class... Es>
+struct output_pack;
+template <std::size_t... I, class... Es>
+struct output_pack<std::index_sequence<I...>, Es...> : output_slot<I, Es>... {};
+template <std::size_t I, class E>
+TL_HD constexpr decltype(auto) output_at(const output_slot<I, E>& slot) { return slot.expr.get(); }
+template <std::size_t I, class E>
+E output_type_at(const output_slot<I, E>&);
+
+// f(p, x) as a function of the P + I variables.
+template <std::size_t P, std::size_t In, class F>
+struct formula_tracer {
+  F f;
+  template <class... V>
+    requires std::is_invocable_v<const F&, decltype(variables<0, P>()), decltype(variables<P, In>())>
+  constexpr auto operator()(const V&...) const {
+    return f(variables<0, P>(), variables<P, In>());
+  }
+};
+
+template <class R>
+constexpr auto as_outputs(const R& r) {
+  if constexpr (is_expression_array_v<R>) return r;
+  else return expression_array<R>{{r}};
+}
+}  // namespace detail
+
+template <std::size_t P, std::size_t In, class... Es>
+struct expression_model_layer {
+  static_assert(P > 0 && In > 0, "tapeless::expression_model: needs at least one parameter and one input");
+  static constexpr const char* kind = "expression";
+  static constexpr std::size_t inputs = In, outputs = sizeof...(Es), parameter_count = P;
+  static constexpr std::size_t variables = P + In;
+  static constexpr std::size_t saved_count = outputs * variables;  // d output / d (p, x), per sample
+  detail::output_pack<std::index_sequence_for<Es...>, Es...> formulas;
+  std::array<double, P> start;
+
+  static constexpr std::array<parameter_block, 1> parameter_blocks() { return {{{"params", 0, P, 0}}}; }
+
+  template <class T>
+  void init(T* p, rng&) const {
+    for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(start[j]);
+  }
+
+  // Output O's value and its derivatives d[v] for one sample at `point` (P + In values).
+  template <std::size_t O, class T>
+  TL_HD TL_INLINE T evaluate(const T* point, T* d) const {
+    using E = decltype(detail::output_type_at<O>(formulas));
+    reverse_sweep_of<E, T> sweep;
+    const T value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
+    [&]<std::size_t... V>(std::index_sequence<V...>) {
+      ((d[V] = sweep.template adjoint_of_variable<V>()), ...);
+    }(std::make_index_sequence<variables>{});
+    return value;
+  }
+
+  template <std::size_t K, class T>
+  TL_HD TL_INLINE void forward(const T* p, const T* in, T* out, T* saved) const {
+    for (std::size_t k = 0; k < K; ++k) {
+      T point[variables];
+      for (std::size_t j = 0; j < P; ++j) point[j] = p[j];
+      for (std::size_t i = 0; i < In; ++i) point[P + i] = in[i * K + k];
+      [&]<std::size_t... O>(std::index_sequence<O...>) {
+        ((out[O * K + k] = each_derivative<O, K>(point, saved, k)), ...);
+      }(std::index_sequence_for<Es...>{});
+    }
+  }
+
+  template <bool InputDelta, std::size_t K, class T>
+  TL_HD TL_INLINE void backward(const T*, const T*, const T*, T* saved, const T* dout, T* din, T* grad) const {
+    for (std::size_t o = 0; o < outputs; ++o)
+      for (std::size_t j = 0; j < P; ++j)
+        for (std::size_t k = 0; k < K; ++k) grad[j * K + k] += dout[o * K + k] * saved[(o * variables + j) * K + k];
+    if constexpr (InputDelta) {
+      for (std::size_t i = 0; i < In; ++i)
+        for (std::size_t k = 0; k < K; ++k) {
+          T d = T(0);
+          for (std::size_t o = 0; o < outputs; ++o) d += dout[o * K + k] * saved[(o * variables + P + i) * K + k];
+          din[i * K + k] = d;
+        }
+    }
+  }
+
+ private:
+  template <class E, class T>
+  using reverse_sweep_of = detail::reverse_sweep<E, T, variables>;
+
+  template <std::size_t O, std::size_t K, class T>
+  TL_HD TL_INLINE T each_derivative(const T* point, T* saved, std::size_t k) const {
+    T d[variables];
+    const T value = evaluate<O>(point, d);
+    for (std::size_t v = 0; v < variables; ++v) saved[(O * variables + v) * K + k] = d[v];
+    return value;
+  }
+};
+
+namespace detail {
+template <std::size_t P, std::size_t In, class... Es>
+constexpr auto make_expression_model(const expression_array<Es...>& outputs, const std::array<double, P>& start) {
+  return [&]<std::size_t... O>(std::index_sequence<O...>) {
+    using pack = output_pack<std::index_sequence<O...>, Es...>;
+    return expression_model_layer<P, In, Es...>{pack{output_slot<O, Es>{child<Es, 0>(outputs.template get<O>())}...},
+                                                start};
+  }(std::index_sequence_for<Es...>{});
+}
+template <std::size_t P>
+constexpr std::array<double, P> ones() {
+  std::array<double, P> a{};
+  for (double& v : a) v = 1.0;
+  return a;
+}
+}  // namespace detail
+
+// O is the number of outputs f returns (checked).
+template <std::size_t P, std::size_t In, std::size_t O = 1, class F>
+constexpr auto expression_model(const F& f, const std::array<double, P>& start = detail::ones<P>()) {
+  using tracer = detail::formula_tracer<P, In, F>;
+  static_assert(P > 0 && In > 0 && O > 0, "tapeless::expression_model<P, I, O>: every count must be positive");
+  if constexpr (detail::check_trace<P + In, tracer>()) {
+    const auto outputs = detail::as_outputs(detail::trace<P + In>(tracer{f}));
+    static_assert(std::remove_cvref_t<decltype(outputs)>::size() == O,
+                  "tapeless::expression_model<P, I, O>: f returns another number of outputs than O");
+    return detail::make_expression_model<P, In>(outputs, start);
+  } else {
+    return 0;  // check_trace has reported the error
+  }
+}
+
+}  // namespace tl
