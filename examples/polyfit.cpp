@@ -4,10 +4,12 @@
 // (polyfit.cu) it trains on the GPU when one is usable (--device auto).
 //
 //   polyfit [--device cpu|cuda|auto] [--csv polyfit.csv] [--epochs 300]
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "seed_fit.hpp"
@@ -15,28 +17,96 @@
 #include "tapeless/cuda.hpp"
 #endif
 
+namespace {
+
+constexpr std::size_t max_epochs = 10'000'000;
+
+const char* const usage = "usage: polyfit [--device cpu|cuda|auto] [--csv FILE] [--epochs N]\n";
+
+const char* const help =
+    "Trains Dense(1=>16, gelu) -> Dense(16=>1) with MSE and Adam(0.01) on 128 points of\n"
+    "y = x^2 - 2x + noise, full batch, and writes x, y and the fitted yhat as CSV.\n"
+    "\n"
+    "  --device cpu|cuda|auto  where to train; auto (the default) takes the GPU when one\n"
+    "                          is usable, else the CPU, and says why\n"
+    "  --csv FILE              where to write the CSV (default polyfit.csv)\n"
+    "  --epochs N              training steps, 1 to 10000000 (default 300)\n"
+    "  -h, --help              print this and exit\n";
+
+// A mistake on the command line: reported with the usage line, exit status 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Digits only: std::stoul would read "-5" as a huge number and "10x" as 10.
+std::size_t parse_epochs(const std::string& text) {
+  std::size_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc{} || stop != end || value < 1 || value > max_epochs)
+    throw usage_error("--epochs takes a whole number from 1 to " + std::to_string(max_epochs) + ", not '" + text +
+                      "'");
+  return value;
+}
+
+#if TL_DEVICE_COMPILER
+// Why --device auto trains on the CPU here, in CUDA's words.
+std::string why_no_gpu() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();
+  if (status != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorString(status);
+  return "no CUDA device found";
+}
+#endif
+
+}  // namespace
+
 int main(int argc, char** argv) try {
   std::string csv_path = "polyfit.csv";
   std::string device_name = "auto";
   std::size_t epochs = seed_fit::epochs;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--csv" && i + 1 < argc) csv_path = argv[++i];
-    else if (arg == "--device" && i + 1 < argc) device_name = argv[++i];
-    else if (arg == "--epochs" && i + 1 < argc) epochs = std::stoul(argv[++i]);
-    else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--csv FILE] [--epochs N]\n", argv[0]);
-      return 2;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string option = argv[i], value;
+      if (option == "-h" || option == "--help") {
+        std::fputs(usage, stdout);
+        std::fputs(help, stdout);
+        return 0;
+      }
+      const bool takes_value = option == "--csv" || option == "--device" || option == "--epochs";
+      if (const auto equals = option.find('='); equals != std::string::npos && option.starts_with("--")) {
+        value = option.substr(equals + 1);  // --epochs=300
+        option.resize(equals);
+        if (option != "--csv" && option != "--device" && option != "--epochs")
+          throw usage_error("unknown option '" + option + "'");
+      } else if (!takes_value) {
+        throw usage_error("unknown argument '" + option + "'");
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        throw usage_error(option + " needs a value");
+      }
+      if (option == "--csv") csv_path = value;
+      else if (option == "--device") device_name = value;
+      else epochs = parse_epochs(value);
     }
+    if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
+      throw usage_error("--device takes cpu, cuda or auto, not '" + device_name + "'");
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "polyfit: %s\n%s", e.what(), usage);
+    return 2;
   }
+
+  std::ofstream csv(csv_path);  // opened first: a path that cannot be written fails before training
+  if (!csv) throw std::runtime_error("cannot write " + csv_path);
 
   const auto data = seed_fit::make_data();
   const auto model = seed_fit::make_model();
   tl::train_state state(model, seed_fit::initial_parameters(), tl::adam{seed_fit::learning_rate});
   tl::fit_result run;
   std::string used = "cpu";
-  if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
-    throw std::invalid_argument("--device must be cpu, cuda or auto, not " + device_name);
+  bool trained = false;
 #if TL_DEVICE_COMPILER
   const tl::device dev = device_name == "cpu"    ? tl::cpu_device()
                          : device_name == "cuda" ? tl::cuda_device(0)
@@ -46,11 +116,15 @@ int main(int argc, char** argv) try {
     run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), epochs);  // one launch
     state.params = gpu.host_params();
     used = dev.name() + " (whole loop in one kernel launch)";
+    trained = true;
+  } else if (device_name == "auto") {
+    used = "cpu (--device auto: " + why_no_gpu() + ")";
   }
 #else
   if (device_name == "cuda") throw std::runtime_error("this polyfit was built by g++ without CUDA; build with nvcc");
+  if (device_name == "auto") used = "cpu (--device auto: this polyfit was built by g++, without CUDA)";
 #endif
-  if (used == "cpu") run = tl::fit(state, tl::mse, data.x, data.y, epochs, {.progress = true, .log_every = 50});
+  if (!trained) run = tl::fit(state, tl::mse, data.x, data.y, epochs, {.progress = true, .log_every = 50});
   const tl::matrix yhat = tl::apply(model, state.params, data.x);
   const float final_loss = tl::value_and_grad(tl::mse, model, state.params, data.x, data.y).loss;
 
@@ -59,8 +133,6 @@ int main(int argc, char** argv) try {
   std::printf("training time: %.3f ms for %zu steps (%.2f us/step)\n", run.seconds * 1e3, epochs,
               run.seconds * 1e6 / double(epochs));
 
-  std::ofstream csv(csv_path);
-  if (!csv) throw std::runtime_error("polyfit: cannot write " + csv_path);
   csv << "x,y,yhat\n";
   for (std::size_t s = 0; s < data.x.batch(); ++s) csv << data.x(0, s) << ',' << data.y(0, s) << ',' << yhat(0, s) << '\n';
   std::printf("wrote %s\n", csv_path.c_str());

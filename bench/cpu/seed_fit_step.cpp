@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "seed_fit.hpp"
+#include "../../examples/seed_fit.hpp"
 
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::atoi(argv[1]) : 200;

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 logs=${OUT:-build-gpu}; mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 start=$(date +%s.%N)
-meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
+meson=meson; [ -x .venv/bin/meson ] && meson=.venv/bin/meson  # .ci/setup's, where it ran
+"$meson" setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 ninja -C build-gpu >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 build-gpu/tests/test_gpu 2>&1 | tee "$logs/test_gpu.log" | tail -25

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "seed_fit.hpp"
+#include "../../examples/seed_fit.hpp"
 #include "tapeless/cuda.hpp"
 
 int main(int argc, char** argv) {

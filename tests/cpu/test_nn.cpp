@@ -10,7 +10,7 @@
 #include "../support/expect_ad.hpp"
 #include "../support/gelu64.hpp"
 #include "../support/activations.hpp"
-#include "seed_fit.hpp"
+#include "../../examples/seed_fit.hpp"
 
 namespace {
 

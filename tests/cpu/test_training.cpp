@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "seed_fit.hpp"
+#include "../../examples/seed_fit.hpp"
 #include "../support/seed_reference.hpp"
 
 namespace {

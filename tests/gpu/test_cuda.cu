@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "seed_fit.hpp"
+#include "../../examples/seed_fit.hpp"
 #include "tapeless/cuda.hpp"
 #include "../support/activations.hpp"
 #include "../support/gelu64.hpp"

@@ -1,9 +1,13 @@
 // Training progress on stderr: a redrawn bar when stderr is a terminal, otherwise a
-// plain line every `every` epochs (logs and CI stay readable).
+// plain line every `every` epochs (logs and CI stay readable). The bar's line is kept
+// narrower than the terminal (80 columns when its width cannot be read), so that `\r`
+// redraws it in place instead of wrapping onto new lines.
 #pragma once
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -22,10 +26,7 @@ class progress_printer {
     if (terminal_) {
       if (done != total_ && now - last_draw_ < std::chrono::milliseconds(50)) return;
       last_draw_ = now;
-      constexpr int width = 30;
-      const int filled = static_cast<int>(width * done / total_);
-      std::fprintf(stderr, "\r[%.*s%.*s] %zu/%zu  loss %.6g  %.2fs", filled, "##############################",
-                   width - filled, "------------------------------", done, total_, double(loss), seconds(now));
+      draw(done, loss, now);
       if (done == total_) std::fputc('\n', stderr);
     } else if (done % every_ == 0 || done == total_) {
       std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %.2fs\n", done, total_, double(loss), seconds(now));
@@ -36,9 +37,44 @@ class progress_printer {
   using clock = std::chrono::steady_clock;
   double seconds(clock::time_point now) const { return std::chrono::duration<double>(now - start_).count(); }
 
+  static int terminal_columns() {
+    winsize size{};
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+    return 80;
+  }
+
+  // "[####------] 150/300  loss 0.0314  0.01s", at most columns - 1 characters (a
+  // character in the last column makes some terminals wrap); the bar shrinks first,
+  // then goes, then the text is cut.
+  void draw(std::size_t done, float loss, clock::time_point now) {
+    constexpr int max_bar = 30, min_bar = 5;
+    char text[128];
+    const int written = std::snprintf(text, sizeof text, " %zu/%zu  loss %.6g  %.2fs", done, total_, double(loss),
+                                      seconds(now));
+    const int text_length = std::clamp(written, 0, int(sizeof text) - 1);
+    const int room = terminal_columns() - 1;
+    const int bar = std::min(max_bar, room - 2 - text_length);
+    char line[max_bar + 2 + sizeof text];
+    int length = 0;
+    if (bar >= min_bar) {
+      const int filled = total_ ? static_cast<int>(std::size_t(bar) * done / total_) : bar;
+      length = std::snprintf(line, sizeof line, "[%.*s%.*s]%s", filled, "##############################",
+                             bar - filled, "------------------------------", text);
+    } else {
+      length = std::max(0, std::min(room, text_length - 1));  // the text without its leading space
+      std::snprintf(line, sizeof line, "%.*s", length, text + 1);
+    }
+    length = std::clamp(length, 0, std::max(0, room));
+    // Spaces over what is left of a longer previous line.
+    const int pad = std::clamp(last_length_ - length, 0, std::max(0, room - length));
+    std::fprintf(stderr, "\r%.*s%*s", length, line, pad, "");
+    last_length_ = length;
+  }
+
   std::size_t total_, every_;
   bool enabled_, terminal_;
   clock::time_point start_, last_draw_;
+  int last_length_ = 0;
 };
 
 }  // namespace tl::detail
