@@ -1,9 +1,11 @@
 // The seed fit: Dense(1=>16, gelu) -> Dense(16=>1) trained with MSE and Adam(0.01)
 // for 300 full-batch steps on y = x^2 - 2x + noise. Writes x, y, yhat as CSV.
+// With --model polynomial, the quadratic a x^2 + b x + c itself, fitted by least
+// squares (Levenberg-Marquardt), printed with its standard errors.
 // One source for both paths: built by g++ it trains on the CPU; built by nvcc
 // (polyfit.cu) it trains on the GPU when one is usable (--device auto).
 //
-//   polyfit [--device cpu|cuda|auto] [--csv polyfit.csv] [--epochs 300]
+//   polyfit [--model network|polynomial] [--device cpu|cuda|auto] [--csv polyfit.csv] [--epochs 300]
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -13,20 +15,26 @@
 #include <string>
 
 #include "seed_fit.hpp"
+#include "tapeless/cpu/least_squares.hpp"
+#include "tapeless/nn/expression_model.hpp"
 #if TL_DEVICE_COMPILER
 #include "tapeless/cuda.hpp"
+#include "tapeless/cuda/least_squares.hpp"
 #endif
 
 namespace {
 
 constexpr std::size_t max_epochs = 10'000'000;
 
-const char* const usage = "usage: polyfit [--device cpu|cuda|auto] [--csv FILE] [--epochs N]\n";
+const char* const usage = "usage: polyfit [--model network|polynomial] [--device cpu|cuda|auto] [--csv FILE] [--epochs N]\n";
 
 const char* const help =
     "Trains Dense(1=>16, gelu) -> Dense(16=>1) with MSE and Adam(0.01) on 128 points of\n"
     "y = x^2 - 2x + noise, full batch, and writes x, y and the fitted yhat as CSV.\n"
     "\n"
+    "  --model network|polynomial\n"
+    "                          network (the default): the 1-16-1 network above;\n"
+    "                          polynomial: a x^2 + b x + c by least squares\n"
     "  --device cpu|cuda|auto  where to train; auto (the default) takes the GPU when one\n"
     "                          is usable, else the CPU, and says why\n"
     "  --csv FILE              where to write the CSV (default polyfit.csv)\n"
@@ -60,11 +68,51 @@ std::string why_no_gpu() {
 }
 #endif
 
+// The seed's quadratic fitted directly: a formula with three parameters.
+int fit_polynomial(const seed_fit::data& data, const std::string& device_name, std::ofstream& csv,
+                   const std::string& csv_path) {
+  const auto quadratic = tl::expression_model<3, 1>([](const auto& p, const auto& x) {
+    const auto t = x[tl::idx<0>];
+    return p[tl::idx<0>] * t * t + p[tl::idx<1>] * t + p[tl::idx<2>];
+  });
+  tl::rng unused(0);
+  auto params = tl::init(quadratic, unused);  // a = b = c = 1
+  tl::lsq::result<3> fit;
+  std::string used = "cpu";
+#if TL_DEVICE_COMPILER
+  const tl::device dev = device_name == "cpu"    ? tl::cpu_device()
+                         : device_name == "cuda" ? tl::cuda_device(0)
+                                                 : tl::default_device();
+  if (dev.is_cuda()) {
+    fit = tl::least_squares(quadratic, params, tl::to_device(data.x), tl::to_device(data.y));
+    used = dev.name();
+  } else {
+    fit = tl::least_squares(quadratic, params, data.x, data.y);
+  }
+#else
+  if (device_name == "cuda") throw std::runtime_error("this polyfit was built by g++ without CUDA; build with nvcc");
+  fit = tl::least_squares(quadratic, params, data.x, data.y);
+#endif
+  std::printf("device: %s\n", used.c_str());
+  std::printf("a x^2 + b x + c by Levenberg-Marquardt: %s after %zu iterations\n", tl::lsq::to_string(fit.reason).c_str(),
+              fit.iterations);
+  const char* names[] = {"a", "b", "c"};
+  for (int j = 0; j < 3; ++j) std::printf("  %s = %9.5f +- %.5f\n", names[j], fit.parameters[j], fit.standard_errors[j]);
+  std::printf("residual sum of squares %.6f over %zu points (the data: y = x^2 - 2x + 0.1 N(0, 1))\n",
+              fit.residual_sum_of_squares, fit.residuals);
+  const tl::matrix yhat = tl::apply(quadratic, params, data.x);
+  csv << "x,y,yhat\n";
+  for (std::size_t s = 0; s < data.x.batch(); ++s) csv << data.x(0, s) << ',' << data.y(0, s) << ',' << yhat(0, s) << '\n';
+  std::printf("wrote %s\n", csv_path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   std::string csv_path = "polyfit.csv";
   std::string device_name = "auto";
+  std::string model_name = "network";
   std::size_t epochs = seed_fit::epochs;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -74,11 +122,11 @@ int main(int argc, char** argv) try {
         std::fputs(help, stdout);
         return 0;
       }
-      const bool takes_value = option == "--csv" || option == "--device" || option == "--epochs";
+      const bool takes_value = option == "--csv" || option == "--device" || option == "--epochs" || option == "--model";
       if (const auto equals = option.find('='); equals != std::string::npos && option.starts_with("--")) {
         value = option.substr(equals + 1);  // --epochs=300
         option.resize(equals);
-        if (option != "--csv" && option != "--device" && option != "--epochs")
+        if (option != "--csv" && option != "--device" && option != "--epochs" && option != "--model")
           throw usage_error("unknown option '" + option + "'");
       } else if (!takes_value) {
         throw usage_error("unknown argument '" + option + "'");
@@ -89,10 +137,13 @@ int main(int argc, char** argv) try {
       }
       if (option == "--csv") csv_path = value;
       else if (option == "--device") device_name = value;
+      else if (option == "--model") model_name = value;
       else epochs = parse_epochs(value);
     }
     if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
       throw usage_error("--device takes cpu, cuda or auto, not '" + device_name + "'");
+    if (model_name != "network" && model_name != "polynomial")
+      throw usage_error("--model takes network or polynomial, not '" + model_name + "'");
   } catch (const usage_error& e) {
     std::fprintf(stderr, "polyfit: %s\n%s", e.what(), usage);
     return 2;
@@ -102,6 +153,7 @@ int main(int argc, char** argv) try {
   if (!csv) throw std::runtime_error("cannot write " + csv_path);
 
   const auto data = seed_fit::make_data();
+  if (model_name == "polynomial") return fit_polynomial(data, device_name, csv, csv_path);
   const auto model = seed_fit::make_model();
   tl::train_state state(model, seed_fit::initial_parameters(), tl::adam{seed_fit::learning_rate});
   tl::fit_result run;

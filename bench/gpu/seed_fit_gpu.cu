@@ -48,6 +48,33 @@ int main(int argc, char** argv) {
     final_loss = tl::fit(s, tl::mse, x, y, seed_fit::epochs).loss_history.back();
   });
   std::printf("tapeless_gpu_one_launch_us %.3f\n", one_launch);
+  {  // gelu written as a lambda against the built-in, repetitions interleaved
+    const auto lambda_model = seed_fit::make_lambda_model();
+    using L = std::remove_cvref_t<decltype(lambda_model)>;
+    const auto p0 = seed_fit::initial_parameters();
+    const tl::parameters<L> lp(std::vector<float>(p0.flat().begin(), p0.flat().end()));
+    tl::cuda_train_state ls(lambda_model, lp, tl::adam{0.01f});
+    const auto lambda_initial = ls;
+    const auto lambda_reset = [&] {
+      thrust::copy(lambda_initial.params.begin(), lambda_initial.params.end(), ls.params.begin());
+      thrust::copy(lambda_initial.optimizer_state.begin(), lambda_initial.optimizer_state.end(), ls.optimizer_state.begin());
+      ls.step = 0;
+    };
+    std::vector<double> builtin_runs, lambda_runs;
+    for (int r = 0; r < 9; ++r) {
+      builtin_runs.push_back(median_us_per_step(std::max(5, repetitions / 9), reset, [&] {
+        tl::fit(s, tl::mse, x, y, seed_fit::epochs);
+      }));
+      lambda_runs.push_back(median_us_per_step(std::max(5, repetitions / 9), lambda_reset, [&] {
+        tl::fit(ls, tl::mse, x, y, seed_fit::epochs);
+      }));
+    }
+    std::sort(builtin_runs.begin(), builtin_runs.end());
+    std::sort(lambda_runs.begin(), lambda_runs.end());
+    std::printf("tapeless_gpu_one_launch_builtin_gelu_interleaved_us %.3f\n", builtin_runs[4]);
+    std::printf("tapeless_gpu_one_launch_lambda_gelu_us %.3f\n", lambda_runs[4]);
+    std::printf("(gelu as a lambda / built-in, one launch, interleaved medians: %.3f)\n", lambda_runs[4] / builtin_runs[4]);
+  }
   for (int threads : {32, 64}) {
     tl::cuda_fit_options options;
     options.threads = threads;

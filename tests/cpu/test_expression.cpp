@@ -29,6 +29,45 @@ TEST(Sharing, ScheduleGrowsLinearlyAndValuesAreRight) {
   EXPECT_NEAR(gradient[0], dy, 1e-12 * std::max(1.0, std::abs(dy)));
 }
 
+// The same recurrence with a factor 0.9: as a run-time constant it makes each level
+// unshareable, fine for a few levels (the compile-fail test shows 20 refused); as
+// tl::lit<0.9> it stays shared and 20 levels compile and run like the plain one.
+template <int Depth, class Y>
+auto damped(const Y& y) {
+  if constexpr (Depth == 0) return y;
+  else return damped<Depth - 1>(tl::sin(y) * tl::cos(y) * 0.9);
+}
+template <int Depth, class Y>
+auto damped_literal(const Y& y) {
+  if constexpr (Depth == 0) return y;
+  else return damped_literal<Depth - 1>(tl::sin(y) * tl::cos(y) * tl::lit<0.9>);
+}
+template <int Depth>
+std::pair<double, double> damped_reference(double y) {
+  double dy = 1.0;
+  for (int k = 0; k < Depth; ++k) {
+    dy *= 0.9 * (std::cos(y) * std::cos(y) - std::sin(y) * std::sin(y));
+    y = 0.9 * std::sin(y) * std::cos(y);
+  }
+  return {y, dy};
+}
+
+TEST(RuntimeConstants, ReusedAFewLevelsDeepStillWork) {
+  const auto [value, gradient] = tl::value_and_grad([](auto x) { return damped<4>(x); }, P1{0.9});
+  const auto [y, dy] = damped_reference<4>(0.9);
+  EXPECT_NEAR(value, y, 1e-14);
+  EXPECT_NEAR(gradient[0], dy, 1e-13);
+}
+
+TEST(Literals, TwentyLevelsOfASharedConstantCompileAndRun) {
+  const auto f = damped_literal<20>(tl::var<0>);
+  static_assert(tl::is_shareable_v<decltype(f)>);
+  const auto [value, gradient] = tl::value_and_grad(f, P1{0.9});
+  const auto [y, dy] = damped_reference<20>(0.9);
+  EXPECT_NEAR(value, y, 1e-14);
+  EXPECT_NEAR(gradient[0], dy, 1e-13);
+}
+
 TEST(Sharing, SubexpressionUsedTwice) {
   tl_test::expect_ad([](auto x, auto y) { auto t = x * y; return tl::sin(t) + t * t; },
                      [](const std::array<double, 2>& p) { double t = p[0] * p[1]; return std::sin(t) + t * t; },

@@ -134,9 +134,6 @@ void check(const std::string& name, const F& model, settings s = {}) {
   }
 }
 
-void skip_row(const std::string& name, const std::string& level, const std::string& why) {
-  table().push_back({name, level, "1,2", "skipped: " + why});
-}
 
 // ---- lower difficulty ----------------------------------------------------------------
 TEST(NistLower, Misra1a) {

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "tapeless/core/math.hpp"
+#include "tapeless/expr/construction.hpp"
 #include "tapeless/expr/node.hpp"
 
 namespace tl {
@@ -21,7 +22,7 @@ struct unary_function {
   TL_HD constexpr auto operator()(const X& x) const {
     const Derived& self = static_cast<const Derived&>(*this);
     if constexpr (is_expression_v<X>) {
-      return unary_node<Derived, X>{{}, self, {x}};
+      return detail::make_node<unary_node<Derived, X>, X>([&] { return unary_node<Derived, X>{{}, self, {x}}; });
     } else if constexpr (requires { x.map(self); }) {
       return x.map(self);
     } else if constexpr (std::is_integral_v<X>) {

@@ -51,6 +51,8 @@ template <auto V, class Acc>
 struct collect<literal<V>, Acc, false> { using type = typename append<literal<V>, Acc>::type; };
 template <class T, class Acc>
 struct collect<constant<T>, Acc, false> { using type = Acc; };
+template <class Acc>
+struct collect<refused_expression, Acc, false> { using type = Acc; };
 template <class Op, class A, class Acc>
 struct collect<unary_node<Op, A>, Acc, false> {
   using type = add_if_shareable<unary_node<Op, A>, collect_t<A, Acc>>;
@@ -106,5 +108,37 @@ inline constexpr std::size_t record_count<where_node<C, A, B, P, Q>> =
 
 // Past this many records an expression is refused at compile time (expr/trace.hpp).
 inline constexpr std::size_t record_limit = 4096;
+
+// The distinct node types above the shareable part (run-time constants and what holds
+// them), each once: what the records would be without duplication.
+template <class Node, class Acc, bool Skip = is_shareable_v<Node> || contains<Node, Acc>::value>
+struct collect_unshared;
+template <class Node, class Acc>
+using collect_unshared_t = typename collect_unshared<Node, Acc>::type;
+template <class Node, class Acc>
+struct collect_unshared<Node, Acc, true> { using type = Acc; };
+template <class Node, class Acc>
+struct collect_unshared<Node, Acc, false> { using type = typename append<Node, Acc>::type; };  // leaves
+template <class Op, class A, class Acc>
+struct collect_unshared<unary_node<Op, A>, Acc, false> {
+  using type = typename append<unary_node<Op, A>, collect_unshared_t<A, Acc>>::type;
+};
+template <class Op, class A, class B, class Acc>
+struct collect_unshared<binary_node<Op, A, B>, Acc, false> {
+  using type = typename append<binary_node<Op, A, B>, collect_unshared_t<B, collect_unshared_t<A, Acc>>>::type;
+};
+template <class C, class A, class B, class P, class Q, class Acc>
+struct collect_unshared<where_node<C, A, B, P, Q>, Acc, false> {
+  using type = typename append<where_node<C, A, B, P, Q>,
+                               collect_unshared_t<Q, collect_unshared_t<P, collect_unshared_t<B, collect_unshared_t<A, Acc>>>>>::type;
+};
+
+// A subexpression with a run-time constant, reused, is copied at every use: the records
+// then outnumber the distinct nodes many times over, and double at every further level
+// of reuse. Caught as a node is built, while its type is still small enough to print.
+template <class Node>
+inline constexpr bool duplicates_too_much =
+    !is_shareable_v<Node> && record_count<Node> > 32 &&
+    record_count<Node> > 8 * collect_unshared_t<Node, type_list<>>::size;
 
 }  // namespace tl::graph

@@ -113,6 +113,11 @@ struct where_node : expression_tag {
   constexpr decltype(auto) q() const { return q_.get(); }
 };
 
+// What a node becomes when building it was refused (expr/construction.hpp): an
+// expression on which every further operation gives itself again, so that one
+// mistake gives one error, not one per level of a deep expression.
+struct refused_expression : expression_tag {};
+
 // ---- sharing --------------------------------------------------------------------
 // A node is shareable when its type alone determines it (no run-time data below it):
 // then every occurrence of the type is the same value, computed once.

@@ -59,7 +59,8 @@ template <class Op, class A, class B>
 constexpr auto make_binary(const A& a, const B& b) {
   auto lhs = as_expression(a);
   auto rhs = as_expression(b);
-  return binary_node<Op, decltype(lhs), decltype(rhs)>{{}, {lhs}, {rhs}};
+  using node = binary_node<Op, decltype(lhs), decltype(rhs)>;
+  return make_node<node, decltype(lhs), decltype(rhs)>([&] { return node{{}, {lhs}, {rhs}}; });
 }
 template <class... X>
 inline constexpr bool any_expression = (is_expression_v<X> || ...);
@@ -135,7 +136,8 @@ template <class Compare, class A, class B, operand P, operand Q>
 constexpr auto where(const condition<Compare, A, B>& c, const P& p, const Q& q) {
   auto pe = detail::as_expression(p);
   auto qe = detail::as_expression(q);
-  return where_node<Compare, A, B, decltype(pe), decltype(qe)>{{}, {c.a}, {c.b}, {pe}, {qe}};
+  using node = where_node<Compare, A, B, decltype(pe), decltype(qe)>;
+  return detail::make_node<node, A, B, decltype(pe), decltype(qe)>([&] { return node{{}, {c.a}, {c.b}, {pe}, {qe}}; });
 }
 // On plain numbers, where is the conditional operator.
 template <class P, class Q> requires std::is_arithmetic_v<P> && std::is_arithmetic_v<Q>

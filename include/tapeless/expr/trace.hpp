@@ -32,7 +32,9 @@ template <class C, class A, class B> struct is_condition<condition<C, A, B>> : s
 template <class E>
 constexpr bool check_expression() {
   using R = std::remove_cvref_t<E>;
-  if constexpr (std::is_arithmetic_v<R>) {
+  if constexpr (std::is_same_v<R, refused_expression>) {
+    return false;  // building it was refused, with its own message
+  } else if constexpr (std::is_arithmetic_v<R>) {
     static_assert(dependent_false<R>,
                   "tapeless: the function returns a plain number, not an expression of its arguments; build the "
                   "result from the arguments with + - * / and tl:: functions");

@@ -9,7 +9,7 @@
 
 #include <concepts>
 
-#include "tapeless/expr/reverse.hpp"
+#include "tapeless/expr/forward.hpp"
 #include "tapeless/expr/trace.hpp"
 
 namespace tl {
@@ -21,13 +21,14 @@ struct expression_activation {
   static constexpr const char* name = "expression";
   detail::child<Expr, 0> expr_;
 
+  // Forward mode: one variable, so (value, derivative) pairs through the expression
+  // are the cheapest, and they vectorize across the CPU's lanes.
   template <class T>
   TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
-    detail::reverse_sweep<Expr, T, 1> sweep;
     const T point[1] = {x};
-    const T y = sweep.value_and_backward(expr_.get(), point);
-    d = sweep.template adjoint_of_variable<0>();
-    return y;
+    const auto r = detail::tangent_sweep<Expr, T, 0>::run(expr_.get(), point);
+    d = r.tangent;
+    return r.value;
   }
 };
 

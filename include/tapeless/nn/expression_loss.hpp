@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "tapeless/expr/array.hpp"
+#include "tapeless/expr/forward.hpp"
 #include "tapeless/expr/reverse.hpp"
 #include "tapeless/expr/trace.hpp"
 #include "tapeless/nn/losses.hpp"
@@ -23,12 +24,11 @@ struct expression_elementwise_loss : elementwise_loss_base<expression_elementwis
   detail::child<Expr, 0> expr_;
   constexpr explicit expression_elementwise_loss(const Expr& e) : expr_(e) {}
   template <class T>
-  TL_HD TL_INLINE T element(T yhat, T y, T& d) const {
-    detail::reverse_sweep<Expr, T, 2> sweep;
+  TL_HD TL_INLINE T element(T yhat, T y, T& d) const {  // forward mode: d/d yhat only
     const T point[2] = {yhat, y};
-    const T loss = sweep.value_and_backward(expr_.get(), point);
-    d = sweep.template adjoint_of_variable<0>();
-    return loss;
+    const auto r = detail::tangent_sweep<Expr, T, 0>::run(expr_.get(), point);
+    d = r.tangent;
+    return r.value;
   }
 };
 

@@ -60,13 +60,13 @@ void walk_layers(const std::string& name, std::size_t offset, Visit& visit) {
   visit(std::type_identity<Layer>{}, name, offset);
   if constexpr (layer_container<Layer>) {
     namespace hana = boost::hana;
-    std::size_t module = 0;
+    std::size_t position = 0;
     hana::for_each(hana::make_range(hana::size_c<0>, hana::size_c<Layer::sublayer_count>), [&](auto i) {
       constexpr std::size_t I = decltype(i)::value;
       using Sub = typename Layer::template layer_type<I>;
-      walk_layers<Sub>((name.empty() ? "" : name + ".") + std::to_string(module),
+      walk_layers<Sub>((name.empty() ? "" : name + ".") + std::to_string(position),
                        offset + Layer::template parameter_offset<I>, visit);
-      module += sequential_modules<Sub>();
+      position += sequential_modules<Sub>();
     });
   }
 }
