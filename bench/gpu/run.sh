@@ -1,44 +1,76 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: build with nvcc (-arch=sm_90), run the GPU tests,
-# run them under compute-sanitizer (memcheck, racecheck), time the seed fit against
-# PyTorch and JAX in the same run, and print a table last.
-#   bash bench/gpu/run.sh      (logs under $OUT when set, else build-gpu/)
+# run them under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), check
+# a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
+# fit and the curve fit against PyTorch and JAX in the same run, and print a table last.
+#   bash bench/gpu/run.sh [all|test|bench]   (logs under $OUT when set, else build-gpu/)
+# `test` builds, tests and sanitizes; `bench` times (on an existing build-gpu/); `all`
+# does both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+stage=${1:-all}
 logs=${OUT:-build-gpu}; mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 start=$(date +%s.%N)
-meson=meson; [ -x .venv/bin/meson ] && meson=.venv/bin/meson  # .ci/setup's, where it ran
-"$meson" setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
-ninja -C build-gpu >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
+if [ ! -d build-gpu/meson-info ]; then
+  meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
+fi
+targets="tests/test_gpu tests/test_gpu_layers tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu"
+ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
-build-gpu/tests/test_gpu 2>&1 | tee "$logs/test_gpu.log" | tail -25
-gpu_tests=${PIPESTATUS[0]}
-filter='--gtest_filter=SeedFit.*:TrainStep.*:GpuMatchesCpu.Gelu:Errors.*:TiledPath.SanitizerSizedBatch'
-compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/test_gpu "$filter" >"$logs/memcheck.log" 2>&1
-memcheck=$?; tail -3 "$logs/memcheck.log"
-compute-sanitizer --tool racecheck --error-exitcode 9 build-gpu/tests/test_gpu "$filter" >"$logs/racecheck.log" 2>&1
-racecheck=$?; tail -3 "$logs/racecheck.log"
-build-gpu/examples/polyfit --csv "$logs/polyfit.csv" | tee "$logs/polyfit.log"
-tl=$(build-gpu/bench/seed_fit_gpu 100 | tee "$logs/tapeless.log")
-cpu=$(build-gpu/bench/seed_fit_step 100)
-scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
-peers=$(PYTHONUNBUFFERED=1 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
-get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
-one=$(get tapeless_gpu_one_launch_us)
-echo
-echo "GPU tests exit $gpu_tests, memcheck exit $memcheck, racecheck exit $racecheck"
-echo "| seed fit, $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%F) | µs/step (median) | vs tapeless one-launch |"
-echo "|---|---|---|"
-for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_32threads_us tapeless_gpu_one_launch_64threads_us tapeless_gpu_per_step_kernels_us tapeless_gpu_per_step_graph_us tapeless_cpu_seed_step_us jax_fori_loop_us jax_fori_loop_fp32_us jax_jit_step_us torch_compile_us torch_eager_us; do
-  v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.1f× |\n" "$k" "$v" "$(python3 -c "print($v / $one)")"
-done
-echo "torch.compile first step: $(get torch_compile_first_step_s) s"
-echo
-scaled_one=$(get tapeless_scaled_fp32_step_us)
-echo "| scaled fit (2^20 points, 1-64-64-1, 100 steps), $(date -u +%F) | µs/step (median) | vs tapeless |"
-echo "|---|---|---|"
-for k in tapeless_scaled_fp32_step_us tapeless_scaled_tf32_step_us scaled_jax_fori_loop_us scaled_jax_fori_loop_fp32_us scaled_jax_jit_step_us scaled_jax_jit_step_fp32_us scaled_torch_compile_us scaled_torch_eager_us; do
-  v=$(get $k); [ -n "$v" ] && printf "| %s | %.1f | %.2f× |\n" "$k" "$v" "$(python3 -c "print($v / $scaled_one)")"
-done
-grep "^(" <<<"$scaled"
+
+if [ "$stage" != bench ]; then
+  gpu_tests=0
+  for t in test_gpu test_gpu_layers; do
+    build-gpu/tests/$t 2>&1 | tee "$logs/$t.log" | grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^(seed fit|mixed model|float64 seed|least squares|tf32|device gelu)" 
+    [ "${PIPESTATUS[0]}" -eq 0 ] || gpu_tests=1
+  done
+  # The checkpoint read back by torch's nn.Sequential.load_state_dict (python3 there has torch).
+  TAPELESS_PYTHON=python3 build-gpu/tests/test_io_python --gtest_filter='*Checkpoint*' >"$logs/torch.log" 2>&1
+  torch_check=$?; grep -E "torch|numpy forward" "$logs/torch.log" | head -4
+  # Sanitizers on small problems that still run every kernel: the per-thread, one-block,
+  # tiled and general paths, the non-finite checks, expression models and least squares.
+  filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSizedBatch'
+  filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLeastSquares.*'
+  sanitizers=""
+  for tool in memcheck racecheck initcheck synccheck; do
+    code=0
+    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu "$filter_a" >"$logs/$tool.log" 2>&1 || code=$?
+    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu_layers "$filter_b" >>"$logs/$tool.log" 2>&1 || code=$?
+    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazards displayed" "$logs/$tool.log" | tail -2 | tr '\n' ' ')
+    echo "$tool (exit $code): $summary"
+    sanitizers+="$tool=$code "
+  done
+fi
+
+if [ "$stage" != test ]; then
+  build-gpu/examples/polyfit --csv "$logs/polyfit.csv" | tee "$logs/polyfit.log" | grep -v "^wrote"
+  build-gpu/examples/curvefit | tee "$logs/curvefit_gpu.log"
+  build-gpu/examples/curvefit --device cpu | tee "$logs/curvefit_cpu.log" | grep -E "device|ms"
+  tl=$(build-gpu/bench/seed_fit_gpu 100 | tee "$logs/tapeless.log")
+  cpu=$(build-gpu/bench/seed_fit_step 100)
+  scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
+  peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
+  get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
+  one=$(get tapeless_gpu_one_launch_us)
+  echo
+  echo "| seed fit, $(nvidia-smi --query-gpu=name --format=csv,noheader), $(date -u +%F) | µs/step (median) | vs tapeless one-launch |"
+  echo "|---|---|---|"
+  for k in tapeless_gpu_one_launch_us tapeless_gpu_one_launch_builtin_gelu_interleaved_us tapeless_gpu_one_launch_lambda_gelu_us tapeless_gpu_one_launch_32threads_us tapeless_gpu_one_launch_64threads_us tapeless_gpu_per_step_kernels_us tapeless_gpu_per_step_graph_us tapeless_cpu_seed_step_us tapeless_cpu_seed_lambda_gelu_step_us jax_fori_loop_us jax_fori_loop_fp32_us jax_jit_step_us torch_compile_us torch_eager_us; do
+    v=$(get $k); [ -n "$v" ] && printf "| %s | %.2f | %.2f× |\n" "$k" "$v" "$(python3 -c "print($v / $one)")"
+  done
+  grep -h "^(gelu as a lambda" "$logs/tapeless.log"
+  echo "torch.compile first step: $(get torch_compile_first_step_s) s"
+  echo
+  scaled_one=$(get tapeless_scaled_fp32_step_us)
+  echo "| scaled fit (2^20 points, 1-64-64-1, 100 steps), $(date -u +%F) | µs/step (median) | vs tapeless |"
+  echo "|---|---|---|"
+  for k in tapeless_scaled_fp32_step_us tapeless_scaled_tf32_step_us scaled_jax_fori_loop_us scaled_jax_fori_loop_fp32_us scaled_jax_jit_step_us scaled_jax_jit_step_fp32_us scaled_torch_compile_us scaled_torch_eager_us; do
+    v=$(get $k); [ -n "$v" ] && printf "| %s | %.1f | %.2f× |\n" "$k" "$v" "$(python3 -c "print($v / $scaled_one)")"
+  done
+  grep "^(" <<<"$scaled"
+fi
+if [ "$stage" != bench ]; then
+  echo
+  echo "GPU tests exit $gpu_tests; torch checkpoint check exit $torch_check; sanitizers (exit codes) $sanitizers"
+fi
