@@ -7,7 +7,6 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,14 +32,18 @@ class thread_pool {
   std::size_t size() const { return threads_.size() + 1; }
 
   // n <= size(). Not reentrant: one run at a time (the batch loop is not nested).
-  void run(std::size_t n, const std::function<void(std::size_t)>& task) {
+  // (A pointer to the caller's callable and one to a function that calls it, rather
+  // than std::function: <functional> alone costs the seed example ~0.1 s of build.)
+  template <class Task>
+  void run(std::size_t n, const Task& task) {
     if (n <= 1) {
       if (n == 1) task(0);
       return;
     }
     {
       std::lock_guard lock(mutex_);
-      task_ = &task;
+      context_ = &task;
+      call_ = [](const void* context, std::size_t index) { (*static_cast<const Task*>(context))(index); };
       active_ = n;
       pending_ = n - 1;
       ++generation_;
@@ -49,23 +52,25 @@ class thread_pool {
     task(0);
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return pending_ == 0; });
-    task_ = nullptr;
+    context_ = nullptr;
   }
 
  private:
   void work(std::size_t index) {
     std::size_t seen = 0;
     for (;;) {
-      const std::function<void(std::size_t)>* task;
+      const void* context;
+      void (*call)(const void*, std::size_t);
       {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
         if (stopping_) return;
         seen = generation_;
         if (index >= active_) continue;
-        task = task_;
+        context = context_;
+        call = call_;
       }
-      (*task)(index);
+      call(context, index);
       std::lock_guard lock(mutex_);
       if (--pending_ == 0) done_.notify_one();
     }
@@ -74,7 +79,8 @@ class thread_pool {
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(std::size_t)>* task_ = nullptr;
+  const void* context_ = nullptr;
+  void (*call_)(const void*, std::size_t) = nullptr;
   std::size_t active_ = 0, pending_ = 0, generation_ = 0;
   bool stopping_ = false;
 };

@@ -1,0 +1,2 @@
+// The same source as polyfit_polynomial.cpp, built by nvcc.
+#include "polyfit_polynomial.cpp"
