@@ -9,6 +9,7 @@
 
 #include <type_traits>
 
+#include "tapeless/core/dual.hpp"  // before use: math::f(dual) must be visible where the functions are defined
 #include "tapeless/core/math.hpp"
 #include "tapeless/expr/construction.hpp"
 #include "tapeless/expr/node.hpp"
