@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "../support/model_check.hpp"
+#include "../support/scale_layer.hpp"
+#include "tapeless/nn/names.hpp"
 
 namespace {
 
@@ -64,6 +66,18 @@ TEST(Skip, GradientMatchesFiniteDifferences) {
   tl::rng gen(5);
   expect_model_gradient(model, tl::mse, random_parameters(model, gen), random_batch(gen, 2, 33, -1, 1),
                         random_batch(gen, 1, 33, -1, 1));
+}
+
+// The design document's example of a new layer kind: one header, and it trains.
+TEST(NewLayer, DesignDocumentExampleWorksThroughTheProtocol) {
+  const auto model = tl::chain(tl::dense<2, 8>(tl::tanh), scale_layer<8>{}, tl::dense<8, 1>());
+  tl::rng gen(12);
+  expect_model_gradient(model, tl::mse, random_parameters(model, gen), random_batch(gen, 2, 33, -1, 1),
+                        random_batch(gen, 1, 33, -1, 1));
+  const auto names = tl::parameter_names(model);
+  ASSERT_EQ(names.size(), 5u);
+  EXPECT_EQ(names[2].name, "2.weight");  // after Linear and Tanh
+  EXPECT_NE(tl::summary(model).find("scale"), std::string::npos);
 }
 
 // ---- activations written as lambdas -------------------------------------------

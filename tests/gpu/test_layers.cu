@@ -15,6 +15,7 @@
 #include "tapeless/cuda/least_squares.hpp"
 #include "tapeless/nn/expression_model.hpp"
 #include "../support/model_check.hpp"
+#include "../support/scale_layer.hpp"
 #include "../support/seed_reference.hpp"
 
 namespace {
@@ -78,6 +79,12 @@ TEST(GpuLayers, LayerNormAndSkipMatchCpu) {
     expect_gpu_equals_cpu<float>(mixed_model(), tl::mse, batch, 5);
     expect_gpu_equals_cpu<double>(mixed_model(), tl::mse, batch, 6);
   }
+}
+
+TEST(GpuLayers, DesignDocumentLayerMatchesCpu) {
+  const auto model = tl::chain(tl::dense<2, 8>(tl::tanh), scale_layer<8>{}, tl::dense<8, 1>());
+  expect_gpu_equals_cpu<float>(model, tl::mse, 1000, 13);
+  expect_gpu_equals_cpu<double>(model, tl::mse, 1000, 14);
 }
 
 // Over 255 parameters and not only dense layers: the general per-thread kernel.
