@@ -7,6 +7,7 @@
 // layer's input, and what its own backward may read), then each layer's saved values.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -84,9 +85,10 @@ struct chain {
       return (check_is_layer<argument_index<I>, Layers>() && ...);
     }(std::index_sequence_for<Layers...>{});
   }();
-  static constexpr std::size_t widths[] = {detail::sizes_of<Layers>::outputs...};
-  static constexpr std::size_t sizes[] = {detail::sizes_of<Layers>::parameters...};
-  static constexpr std::size_t saves[] = {detail::sizes_of<Layers>::saved...};
+  // std::array, not T[]: clang reads an in-class T[] as of unknown bound here.
+  static constexpr std::array<std::size_t, depth> widths{detail::sizes_of<Layers>::outputs...};
+  static constexpr std::array<std::size_t, depth> sizes{detail::sizes_of<Layers>::parameters...};
+  static constexpr std::array<std::size_t, depth> saves{detail::sizes_of<Layers>::saved...};
   static constexpr bool widths_match = [] {
     if constexpr (depth == 1 || !arguments_are_layers) {
       return true;
@@ -98,22 +100,22 @@ struct chain {
     }
   }();
   static_assert(widths_match || true);  // forces the checks; each reports itself
-  static constexpr std::size_t intermediate_count = detail::sum_first(widths, depth - 1);
+  static constexpr std::size_t intermediate_count = detail::sum_first(widths.data(), depth - 1);
 
  public:
   static constexpr std::size_t inputs = detail::sizes_of<layer_type<0>>::inputs;
   static constexpr std::size_t outputs = widths[depth - 1];
-  static constexpr std::size_t parameter_count = detail::sum_first(sizes, depth);
-  static constexpr std::size_t saved_count = intermediate_count + detail::sum_first(saves, depth);
+  static constexpr std::size_t parameter_count = detail::sum_first(sizes.data(), depth);
+  static constexpr std::size_t saved_count = intermediate_count + detail::sum_first(saves.data(), depth);
 
   // Where layer L's parameters start in the flat parameter vector.
   template <std::size_t L>
-  static constexpr std::size_t parameter_offset = detail::sum_first(sizes, L);
+  static constexpr std::size_t parameter_offset = detail::sum_first(sizes.data(), L);
   // Where layer L's outputs (L < depth - 1) and its saved values start in `saved`.
   template <std::size_t L>
-  static constexpr std::size_t output_offset = detail::sum_first(widths, L);
+  static constexpr std::size_t output_offset = detail::sum_first(widths.data(), L);
   template <std::size_t L>
-  static constexpr std::size_t saved_offset = intermediate_count + detail::sum_first(saves, L);
+  static constexpr std::size_t saved_offset = intermediate_count + detail::sum_first(saves.data(), L);
 
   template <class T>
   void init(T* p, rng& g) const {
