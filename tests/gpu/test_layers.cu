@@ -61,6 +61,37 @@ auto mixed_model() {
                    tl::layer_norm<8>(), tl::dense<8, 1>());
 }
 
+template <class Activation>
+__global__ void activation_kernel(Activation act, const float* x, float* y, float* d, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = act.value_and_derivative(x[i], d[i]);
+}
+
+// A lambda activation evaluated in a kernel equals the same object on the host. (It
+// did not while expression nodes used [[no_unique_address]]: nvcc's device compiler
+// ignores it, so host and device laid the same object out differently, 104 and 192
+// bytes, and the kernel read its constants from the wrong places.)
+TEST(GpuLayers, LambdaActivationValuesMatchHost) {
+  const auto layer = tl::dense<1, 1>(gelu_lambda);
+  const auto act = layer.activation;
+  std::vector<float> xs;
+  for (float x = -4.0f; x <= 4.0f; x += 0.37f) xs.push_back(x);
+  const int n = int(xs.size());
+  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
+  activation_kernel<<<1, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
+                               thrust::raw_pointer_cast(dd.data()), n);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ys(n), ds(n);
+  thrust::copy(dy.begin(), dy.end(), ys.begin());
+  thrust::copy(dd.begin(), dd.end(), ds.begin());
+  for (int i = 0; i < n; ++i) {
+    float d;
+    const float y = act.value_and_derivative(xs[i], d);
+    EXPECT_NEAR(ys[i], y, 1e-5f * std::max(1.0f, std::abs(y))) << "x = " << xs[i];
+    EXPECT_NEAR(ds[i], d, 1e-5f * std::max(1.0f, std::abs(d))) << "x = " << xs[i];
+  }
+}
+
 TEST(GpuLayers, LambdaActivationsAndLossesMatchCpu) {
   const auto model = tl::chain(tl::dense<3, 8>(gelu_lambda), tl::dense<8, 5>(tl::tanh), tl::dense<5, 3>());
   const auto log_cosh = tl::elementwise_loss([](auto yhat, auto y) { return tl::log(tl::cosh(yhat - y)); });

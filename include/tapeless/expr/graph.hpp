@@ -138,7 +138,7 @@ struct collect_unshared<where_node<C, A, B, P, Q>, Acc, false> {
 // of reuse. Caught as a node is built, while its type is still small enough to print.
 template <class Node>
 inline constexpr bool duplicates_too_much =
-    !is_shareable_v<Node> && record_count<Node> > 32 &&
-    record_count<Node> > 8 * collect_unshared_t<Node, type_list<>>::size;
+    !is_shareable_v<Node> && record_count<Node> > 256 &&
+    record_count<Node> > 32 * collect_unshared_t<Node, type_list<>>::size;
 
 }  // namespace tl::graph

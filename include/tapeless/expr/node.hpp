@@ -77,8 +77,8 @@ struct child<A, Slot, false> {
 template <class Op, class A>
 struct unary_node : expression_tag {
   using arg_type = A;
-  [[no_unique_address]] Op op;
-  [[no_unique_address]] detail::child<A, 0> arg_;
+  Op op;
+  detail::child<A, 0> arg_;
   constexpr decltype(auto) arg() const { return arg_.get(); }
 };
 
@@ -88,8 +88,8 @@ struct binary_node : expression_tag {
   using op_type = Op;
   using lhs_type = A;
   using rhs_type = B;
-  [[no_unique_address]] detail::child<A, 0> lhs_;
-  [[no_unique_address]] detail::child<B, 1> rhs_;
+  detail::child<A, 0> lhs_;
+  detail::child<B, 1> rhs_;
   constexpr decltype(auto) lhs() const { return lhs_.get(); }
   constexpr decltype(auto) rhs() const { return rhs_.get(); }
 };
@@ -103,10 +103,10 @@ struct where_node : expression_tag {
   using b_type = B;
   using p_type = P;
   using q_type = Q;
-  [[no_unique_address]] detail::child<A, 0> a_;
-  [[no_unique_address]] detail::child<B, 1> b_;
-  [[no_unique_address]] detail::child<P, 2> p_;
-  [[no_unique_address]] detail::child<Q, 3> q_;
+  detail::child<A, 0> a_;
+  detail::child<B, 1> b_;
+  detail::child<P, 2> p_;
+  detail::child<Q, 3> q_;
   constexpr decltype(auto) a() const { return a_.get(); }
   constexpr decltype(auto) b() const { return b_.get(); }
   constexpr decltype(auto) p() const { return p_.get(); }

@@ -4,8 +4,8 @@
 // slot per distinct type: the forward sweep fills value[] and each node's local
 // partials in schedule order, the reverse sweep walks the same schedule backwards.
 // Nodes that carry run-time constants sit above the shareable ones (a constant
-// makes every ancestor unshareable); they are evaluated where they stand, keeping
-// their values and partials in a record that mirrors the subtree. No tape, no heap.
+// makes every ancestor unshareable); they are evaluated where they stand, each
+// occurrence in a slot of its own (up/down below). No tape, no heap.
 // Everything is __host__ __device__ and inlined: the same sweep runs inside the
 // CPU's vectorized lane loops and the CUDA kernels (activations and losses written
 // as lambdas, nn/activation.hpp and nn/expression_loss.hpp).
@@ -19,11 +19,6 @@
 #include "tapeless/expr/graph.hpp"
 
 namespace tl::detail {
-
-template <class T> struct leaf_record { T value; };
-template <class T, class Arg> struct unary_record { T value; T partial; Arg arg; };
-template <class T, class L, class R> struct binary_record { T value; T partial_lhs, partial_rhs; L lhs; R rhs; };
-template <class T, class P, class Q> struct where_record { T value; bool take_p; P p; Q q; };
 
 template <class Expr, class T, std::size_t N>
 class reverse_sweep {
@@ -50,12 +45,12 @@ class reverse_sweep {
   // Value of the whole expression plus adjoints of every shareable node.
   TL_HD TL_INLINE T value_and_backward(const Expr& expr, const T* point) {
     forward(point);
-    const auto top = record(expr);
-    backward(expr, top, T(1));
+    up<0>(expr);
+    down<0>(expr, T(1));
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (backward_node(slots - 1 - I, type_at<slots - 1 - I>()), ...);
     }(std::make_index_sequence<slots>{});
-    return top.value;
+    return top_value[0];
   }
 
   // d expression / d variable I (0 where the expression does not use it).
@@ -114,43 +109,57 @@ class reverse_sweep {
   }
 
   // ---- the unshareable top of the expression: evaluated in place -------------
-  template <class Node>
-  TL_HD TL_INLINE auto record(const Node& node) const {
+  // Every occurrence of a node above the shareable part gets a fixed position in
+  // top_value / top_partial: the node at At, its first child at At + 1, its next child
+  // after the first child's whole subtree (graph::record_count). Plain arrays with
+  // compile-time indices: no records are copied, and the compiler keeps them in
+  // registers.
+  static constexpr std::size_t top_size = graph::record_count<Expr>;
+  std::array<T, top_size> top_value{};
+  std::array<std::array<T, 2>, top_size> top_partial{};
+  std::array<bool, top_size> top_take{};
+
+  template <std::size_t At, class Node>
+  TL_HD TL_INLINE void up(const Node& node) {
     if constexpr (is_shareable_v<Node>) {
-      return leaf_record<T>{value[slot<Node>]};
+      top_value[At] = value[slot<Node>];
     } else if constexpr (requires { typename Node::arg_type; }) {
-      const auto arg = record(node.arg());
-      T d;
-      const T y = node.op.value_and_derivative(arg.value, d);
-      return unary_record<T, decltype(arg)>{y, d, arg};
+      up<At + 1>(node.arg());
+      top_value[At] = node.op.value_and_derivative(top_value[At + 1], top_partial[At][0]);
     } else if constexpr (requires { typename Node::lhs_type; }) {
-      const auto lhs = record(node.lhs());
-      const auto rhs = record(node.rhs());
-      T dl, dr;
-      const T y = Node::op_type::apply(lhs.value, rhs.value, dl, dr);
-      return binary_record<T, decltype(lhs), decltype(rhs)>{y, dl, dr, lhs, rhs};
+      constexpr std::size_t rhs_at = At + 1 + graph::record_count<typename Node::lhs_type>;
+      up<At + 1>(node.lhs());
+      up<rhs_at>(node.rhs());
+      top_value[At] = Node::op_type::apply(top_value[At + 1], top_value[rhs_at], top_partial[At][0], top_partial[At][1]);
     } else if constexpr (requires { typename Node::p_type; }) {
-      const bool take_p = Node::compare_type::test(record(node.a()).value, record(node.b()).value);
-      const auto p = record(node.p());
-      const auto q = record(node.q());
-      return where_record<T, decltype(p), decltype(q)>{take_p ? p.value : q.value, take_p, p, q};
+      constexpr std::size_t b_at = At + 1 + graph::record_count<typename Node::a_type>;
+      constexpr std::size_t p_at = b_at + graph::record_count<typename Node::b_type>;
+      constexpr std::size_t q_at = p_at + graph::record_count<typename Node::p_type>;
+      up<At + 1>(node.a());
+      up<b_at>(node.b());
+      up<p_at>(node.p());
+      up<q_at>(node.q());
+      top_take[At] = Node::compare_type::test(top_value[At + 1], top_value[b_at]);
+      top_value[At] = top_take[At] ? top_value[p_at] : top_value[q_at];
     } else {
-      return leaf_record<T>{T(node.value)};  // constant
+      top_value[At] = T(node.value);  // a run-time constant
     }
   }
 
-  template <class Node, class Record>
-  TL_HD TL_INLINE void backward(const Node& node, const Record& rec, T seed) {
+  template <std::size_t At, class Node>
+  TL_HD TL_INLINE void down(const Node& node, T seed) {
     if constexpr (is_shareable_v<Node>) {
       adjoint[slot<Node>] += seed;
     } else if constexpr (requires { typename Node::arg_type; }) {
-      backward(node.arg(), rec.arg, seed * rec.partial);
+      down<At + 1>(node.arg(), seed * top_partial[At][0]);
     } else if constexpr (requires { typename Node::lhs_type; }) {
-      backward(node.lhs(), rec.lhs, seed * rec.partial_lhs);
-      backward(node.rhs(), rec.rhs, seed * rec.partial_rhs);
+      down<At + 1>(node.lhs(), seed * top_partial[At][0]);
+      down<At + 1 + graph::record_count<typename Node::lhs_type>>(node.rhs(), seed * top_partial[At][1]);
     } else if constexpr (requires { typename Node::p_type; }) {
-      backward(node.p(), rec.p, rec.take_p ? seed : T(0));
-      backward(node.q(), rec.q, rec.take_p ? T(0) : seed);
+      constexpr std::size_t p_at =
+          At + 1 + graph::record_count<typename Node::a_type> + graph::record_count<typename Node::b_type>;
+      down<p_at>(node.p(), top_take[At] ? seed : T(0));
+      down<p_at + graph::record_count<typename Node::p_type>>(node.q(), top_take[At] ? T(0) : seed);
     }
   }
 };

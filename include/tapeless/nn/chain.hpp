@@ -32,7 +32,7 @@ struct chain_width_check {
 namespace detail {
 template <std::size_t I, class Layer>
 struct layer_slot {
-  [[no_unique_address]] Layer layer;
+  Layer layer;
 };
 template <class Indices, class... Layers>
 struct layer_storage;

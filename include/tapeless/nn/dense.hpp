@@ -23,7 +23,7 @@ struct dense_layer {
   static constexpr std::size_t parameter_count = In * Out + Out;
   static constexpr std::size_t saved_count = Out;  // act'(z)
   static constexpr std::size_t sequential_modules = std::is_same_v<Activation, identity_fn> ? 1 : 2;
-  [[no_unique_address]] Activation activation;
+  Activation activation;
 
   static constexpr std::array<parameter_block, 2> parameter_blocks() {
     return {{{"weight", weight_offset, Out, In}, {"bias", bias_offset, Out, 0}}};
