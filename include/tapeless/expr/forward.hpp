@@ -61,10 +61,10 @@ class tangent_sweep {
       const T y = Node::op_type::apply(a.value, b.value, da, db);
       return {y, da * a.tangent + db * b.tangent};
     } else {
-      const bool take_p = Node::compare_type::test(child(node.a()).value, child(node.b()).value);
+      const auto take_p = Node::compare_type::test(child(node.a()).value, child(node.b()).value);
       const auto p = child(node.p());
       const auto q = child(node.q());
-      return take_p ? p : q;
+      return {math::select(take_p, p.value, q.value), math::select(take_p, p.tangent, q.tangent)};
     }
   }
 

@@ -9,7 +9,8 @@
 
 #include <type_traits>
 
-#include "tapeless/core/dual.hpp"  // before use: math::f(dual) must be visible where the functions are defined
+#include "tapeless/core/dual.hpp"   // before use: math::f(dual) and math::f(lanes) must be
+#include "tapeless/core/lanes.hpp"  // visible where the functions are defined
 #include "tapeless/core/math.hpp"
 #include "tapeless/expr/construction.hpp"
 #include "tapeless/expr/node.hpp"

@@ -94,10 +94,10 @@ constexpr auto min(const A& a, const B& b) {
 }
 
 // ---- conditions ------------------------------------------------------------------
-struct greater_op { template <class T> TL_HD static bool test(T a, T b) { return a > b; } };
-struct greater_equal_op { template <class T> TL_HD static bool test(T a, T b) { return a >= b; } };
-struct less_op { template <class T> TL_HD static bool test(T a, T b) { return a < b; } };
-struct less_equal_op { template <class T> TL_HD static bool test(T a, T b) { return a <= b; } };
+struct greater_op { template <class T> TL_HD static auto test(T a, T b) { return a > b; } };
+struct greater_equal_op { template <class T> TL_HD static auto test(T a, T b) { return a >= b; } };
+struct less_op { template <class T> TL_HD static auto test(T a, T b) { return a < b; } };
+struct less_equal_op { template <class T> TL_HD static auto test(T a, T b) { return a <= b; } };
 
 // `x > 0.5` on expressions: not a number but a condition for tl::where. Using it as a
 // bool (`if`, `?:`) would branch at trace time, once, for every sample: refused.

@@ -88,10 +88,10 @@ class reverse_sweep {
       value[i] = Node::op_type::apply(value[slot<typename Node::lhs_type>], value[slot<typename Node::rhs_type>],
                                       partial[i][0], partial[i][1]);
     } else {
-      const bool take_p = Node::compare_type::test(value[slot<typename Node::a_type>], value[slot<typename Node::b_type>]);
-      partial[i][0] = take_p ? T(1) : T(0);
+      const auto take_p = Node::compare_type::test(value[slot<typename Node::a_type>], value[slot<typename Node::b_type>]);
+      partial[i][0] = math::select(take_p, T(1), T(0));
       partial[i][1] = T(1) - partial[i][0];
-      value[i] = take_p ? value[slot<typename Node::p_type>] : value[slot<typename Node::q_type>];
+      value[i] = math::select(take_p, value[slot<typename Node::p_type>], value[slot<typename Node::q_type>]);
     }
   }
 
@@ -117,7 +117,7 @@ class reverse_sweep {
   static constexpr std::size_t top_size = graph::record_count<Expr>;
   std::array<T, top_size> top_value{};
   std::array<std::array<T, 2>, top_size> top_partial{};
-  std::array<bool, top_size> top_take{};
+  std::array<T, top_size> top_take{};  // 1 where a where-node took p (a number: T may be lanes)
 
   template <std::size_t At, class Node>
   TL_HD TL_INLINE void up(const Node& node) {
@@ -139,8 +139,9 @@ class reverse_sweep {
       up<b_at>(node.b());
       up<p_at>(node.p());
       up<q_at>(node.q());
-      top_take[At] = Node::compare_type::test(top_value[At + 1], top_value[b_at]);
-      top_value[At] = top_take[At] ? top_value[p_at] : top_value[q_at];
+      const auto take_p = Node::compare_type::test(top_value[At + 1], top_value[b_at]);
+      top_take[At] = math::select(take_p, T(1), T(0));
+      top_value[At] = math::select(take_p, top_value[p_at], top_value[q_at]);
     } else {
       top_value[At] = T(node.value);  // a run-time constant
     }
@@ -158,8 +159,8 @@ class reverse_sweep {
     } else if constexpr (requires { typename Node::p_type; }) {
       constexpr std::size_t p_at =
           At + 1 + graph::record_count<typename Node::a_type> + graph::record_count<typename Node::b_type>;
-      down<p_at>(node.p(), top_take[At] ? seed : T(0));
-      down<p_at + graph::record_count<typename Node::p_type>>(node.q(), top_take[At] ? T(0) : seed);
+      down<p_at>(node.p(), seed * top_take[At]);
+      down<p_at + graph::record_count<typename Node::p_type>>(node.q(), seed * (T(1) - top_take[At]));
     }
   }
 };

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/lanes.hpp"
 #include "tapeless/expr/array.hpp"
 #include "tapeless/expr/reverse.hpp"
 #include "tapeless/expr/trace.hpp"
@@ -87,14 +88,25 @@ struct expression_model_layer {
     return value;
   }
 
+  // K samples: one sweep on lanes<T, K> (core/lanes.hpp), whose every operation is a loop
+  // over the lanes, so the CPU's 16-sample groups run the formula in vector registers.
   template <std::size_t K, class T>
   TL_HD TL_INLINE void forward(const T* p, const T* in, T* out, T* saved) const {
-    for (std::size_t k = 0; k < K; ++k) {
+    if constexpr (K == 1) {
       T point[variables];
       for (std::size_t j = 0; j < P; ++j) point[j] = p[j];
-      for (std::size_t i = 0; i < In; ++i) point[P + i] = in[i * K + k];
+      for (std::size_t i = 0; i < In; ++i) point[P + i] = in[i];
       [&]<std::size_t... O>(std::index_sequence<O...>) {
-        ((out[O * K + k] = each_derivative<O, K>(point, saved, k)), ...);
+        ((out[O] = each_derivative<O, 1>(point, saved, 0)), ...);
+      }(std::index_sequence_for<Es...>{});
+    } else {
+      using L = lanes<T, K>;
+      L point[variables];
+      for (std::size_t j = 0; j < P; ++j) point[j] = L(p[j]);
+      for (std::size_t i = 0; i < In; ++i)
+        for (std::size_t k = 0; k < K; ++k) point[P + i].v[k] = in[i * K + k];
+      [&]<std::size_t... O>(std::index_sequence<O...>) {
+        (each_output_lanes<O, K>(point, out, saved), ...);
       }(std::index_sequence_for<Es...>{});
     }
   }
@@ -117,6 +129,21 @@ struct expression_model_layer {
  private:
   template <class E, class T>
   using reverse_sweep_of = detail::reverse_sweep<E, T, variables>;
+
+  template <std::size_t O, std::size_t K, class T>
+  TL_HD TL_INLINE void each_output_lanes(const lanes<T, K>* point, T* out, T* saved) const {
+    using E = decltype(detail::output_type_at<O>(formulas));
+    reverse_sweep_of<E, lanes<T, K>> sweep;
+    const lanes<T, K> value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
+    for (std::size_t k = 0; k < K; ++k) out[O * K + k] = value.v[k];
+    [&]<std::size_t... V>(std::index_sequence<V...>) {
+      ((store_lanes<K>(sweep.template adjoint_of_variable<V>(), saved + (O * variables + V) * K)), ...);
+    }(std::make_index_sequence<variables>{});
+  }
+  template <std::size_t K, class T>
+  TL_HD TL_INLINE static void store_lanes(const lanes<T, K>& d, T* to) {
+    for (std::size_t k = 0; k < K; ++k) to[k] = d.v[k];
+  }
 
   template <std::size_t O, std::size_t K, class T>
   TL_HD TL_INLINE T each_derivative(const T* point, T* saved, std::size_t k) const {

@@ -1,0 +1,101 @@
+// K values processed as one: the scalar type the expression sweeps run on when a
+// formula is evaluated for K samples at once (nn/expression_model.hpp). Every
+// operation is a loop over the K lanes, which the compiler turns into vector
+// instructions; a comparison gives a mask, and math::select picks lane by lane.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "tapeless/core/math.hpp"
+
+namespace tl {
+
+template <std::size_t K>
+struct lane_mask {
+  bool m[K];
+};
+
+template <class T, std::size_t K>
+struct lanes {
+  T v[K];
+
+  lanes() = default;  // value-initialised (lanes{}) to zeros
+  template <class S>
+    requires std::is_arithmetic_v<S>
+  TL_HD constexpr lanes(S s) {  // a constant in every lane
+    for (std::size_t k = 0; k < K; ++k) v[k] = T(s);
+  }
+
+#define TL_LANES_BINARY(OP)                                                               \
+  TL_HD friend constexpr lanes operator OP(const lanes& a, const lanes& b) {             \
+    lanes r;                                                                              \
+    for (std::size_t k = 0; k < K; ++k) r.v[k] = a.v[k] OP b.v[k];                       \
+    return r;                                                                             \
+  }
+  TL_LANES_BINARY(+)
+  TL_LANES_BINARY(-)
+  TL_LANES_BINARY(*)
+  TL_LANES_BINARY(/)
+#undef TL_LANES_BINARY
+#define TL_LANES_COMPARE(OP)                                                              \
+  TL_HD friend constexpr lane_mask<K> operator OP(const lanes& a, const lanes& b) {      \
+    lane_mask<K> r;                                                                       \
+    for (std::size_t k = 0; k < K; ++k) r.m[k] = a.v[k] OP b.v[k];                       \
+    return r;                                                                             \
+  }
+  TL_LANES_COMPARE(<)
+  TL_LANES_COMPARE(>)
+  TL_LANES_COMPARE(<=)
+  TL_LANES_COMPARE(>=)
+  TL_LANES_COMPARE(==)
+#undef TL_LANES_COMPARE
+  TL_HD friend constexpr lanes operator-(const lanes& a) {
+    lanes r;
+    for (std::size_t k = 0; k < K; ++k) r.v[k] = -a.v[k];
+    return r;
+  }
+  TL_HD constexpr lanes& operator+=(const lanes& b) { return *this = *this + b; }
+  TL_HD constexpr lanes& operator-=(const lanes& b) { return *this = *this - b; }
+  TL_HD constexpr lanes& operator*=(const lanes& b) { return *this = *this * b; }
+};
+
+namespace math {
+template <class T, std::size_t K>
+TL_HD TL_INLINE lanes<T, K> select(const lane_mask<K>& c, const lanes<T, K>& a, const lanes<T, K>& b) {
+  lanes<T, K> r;
+  for (std::size_t k = 0; k < K; ++k) r.v[k] = c.m[k] ? a.v[k] : b.v[k];
+  return r;
+}
+#define TL_LANES_UNARY(NAME)                                                              \
+  template <class T, std::size_t K>                                                       \
+  TL_HD TL_INLINE lanes<T, K> NAME(const lanes<T, K>& a) {                                \
+    lanes<T, K> r;                                                                        \
+    for (std::size_t k = 0; k < K; ++k) r.v[k] = NAME(a.v[k]);                            \
+    return r;                                                                             \
+  }
+TL_LANES_UNARY(exp)
+TL_LANES_UNARY(tanh)
+TL_LANES_UNARY(log)
+TL_LANES_UNARY(log1p)
+TL_LANES_UNARY(expm1)
+TL_LANES_UNARY(sqrt)
+TL_LANES_UNARY(sin)
+TL_LANES_UNARY(cos)
+TL_LANES_UNARY(tan)
+TL_LANES_UNARY(atan)
+TL_LANES_UNARY(sinh)
+TL_LANES_UNARY(cosh)
+TL_LANES_UNARY(asinh)
+TL_LANES_UNARY(erf)
+TL_LANES_UNARY(abs)
+#undef TL_LANES_UNARY
+template <class T, std::size_t K>
+TL_HD TL_INLINE lanes<T, K> pow(const lanes<T, K>& a, const lanes<T, K>& c) {
+  lanes<T, K> r;
+  for (std::size_t k = 0; k < K; ++k) r.v[k] = pow(a.v[k], c.v[k]);
+  return r;
+}
+}  // namespace math
+
+}  // namespace tl
