@@ -112,6 +112,14 @@ TEST(ExpressionArrays, ReductionsAndSoftmax) {
   }
 }
 
+TEST(Functions, PowOfTwoExpressions) {
+  std::mt19937_64 gen(50);
+  for (int n = 0; n < points_per_function; ++n) {
+    auto p = random_point<2>(gen, 0.2, 3);
+    expect_ad([](auto x, auto y) { return tl::pow(x, y); }, [](const P2& q) { return std::pow(q[0], q[1]); }, p, tight);
+  }
+}
+
 TEST(Functions, PowConstant) {
   check_unary([](auto x) { return tl::pow(x, 2.5); }, [](double x) { return std::pow(x, 2.5); }, 0.1, 3, 20);
   check_unary([](auto x) { return tl::pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3, 21);

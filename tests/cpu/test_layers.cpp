@@ -177,6 +177,14 @@ TEST(ExpressionLoss, SoftmaxCrossEntropySpelledOutEqualsBuiltin) {
 }
 
 // ---- float64 -------------------------------------------------------------------
+TEST(Float64, MatricesCastBetweenPrecisions) {
+  const tl::matrix x(2, 3, std::vector<float>{1, 2, 3, 4, 5, 6.5f});
+  const tl::basic_matrix<double> wide = x.cast<double>();
+  EXPECT_EQ(wide.features(), 2u);
+  EXPECT_EQ(wide(1, 2), 6.5);
+  EXPECT_EQ(wide.cast<float>(), x);
+}
+
 TEST(Float64, EveryActivationAndLossGradientIsTight) {
   const auto model = tl::chain(tl::dense<3, 5>(tl::gelu), tl::dense<5, 4>(tl::softplus), tl::dense<4, 3>(tl::elu),
                                tl::dense<3, 3>());

@@ -56,9 +56,11 @@ template <class T> TL_HD dual<T> erf(dual<T> a) {
   return {erf(a.value), T(two_over_sqrt_pi) * exp(-a.value * a.value) * a.tangent};
 }
 template <class T> TL_HD dual<T> pow(dual<T> a, dual<T> c) {
-  // Exponents are constants in tapeless; only the base carries a tangent.
+  // d(a^c) = c a^(c-1) da + a^c log(a) dc; a constant exponent has dc = 0 (and then
+  // a <= 0 is fine: the log term is not formed).
   const T y = pow(a.value, c.value);
-  return {y, c.value * pow(a.value, c.value - T(1)) * a.tangent};
+  const T da = c.value * pow(a.value, c.value - T(1)) * a.tangent;
+  return {y, c.tangent == T(0) ? da : da + y * log(a.value) * c.tangent};
 }
 }  // namespace math
 

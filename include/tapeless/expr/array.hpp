@@ -32,9 +32,21 @@ struct expression_array {
 
   static constexpr std::size_t size() { return sizeof...(Es); }
   template <std::size_t I>
-  constexpr auto get() const { return std::get<I>(items); }
+  constexpr auto get() const {
+    static_assert(I < sizeof...(Es), "tapeless: expression array index out of range (tl::idx<I> with I >= the size)");
+    if constexpr (I < sizeof...(Es)) return std::get<I>(items);
+    else return literal<0>{};
+  }
   template <std::size_t I>
-  constexpr auto operator[](std::integral_constant<std::size_t, I>) const { return std::get<I>(items); }
+  constexpr auto operator[](std::integral_constant<std::size_t, I>) const { return get<I>(); }
+  // A run-time index cannot pick among elements of different types: say so.
+  template <class Index>
+    requires std::is_integral_v<Index>
+  constexpr auto operator[](Index) const {
+    static_assert(dependent_false<Index>,
+                  "tapeless: index an expression array with a compile-time index, a[tl::idx<0>], not a[0]");
+    return literal<0>{};
+  }
   // f applied to every element (tl::exp(array) calls this).
   template <class F>
   constexpr auto map(const F& f) const {

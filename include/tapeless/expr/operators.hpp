@@ -77,9 +77,21 @@ constexpr auto operator/(const A& a, const B& b) { return detail::make_binary<di
 template <class A> requires is_expression_v<A>
 constexpr auto operator-(const A& a) { return negate(a); }
 
-// x^c for a constant c; on numbers it is plain pow.
+// a^b with both a and b expressions (a > 0 where the derivative in b is wanted).
+struct pow_op {
+  template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
+    const T y = math::pow(a, b);
+    da = b * math::pow(a, b - T(1));
+    db = y * math::log(a);
+    return y;
+  }
+};
+
+// x^c for a constant c (on numbers, plain pow); x^y for two expressions.
 template <operand A>
 constexpr auto pow(const A& x, double c) { return power_fn(c)(x); }
+template <class A, class B> requires is_expression_v<A> && is_expression_v<B>
+constexpr auto pow(const A& x, const B& y) { return detail::make_binary<pow_op>(x, y); }
 
 // max(a, b), min(a, b): nodes on expressions, plain values on numbers.
 template <operand A, operand B>

@@ -77,6 +77,13 @@ checkpoint_contents<T> read_checkpoint(const std::filesystem::path& path, std::s
   if (const auto found = meta.find("tapeless.model"); found != meta.end() && found->second != model_signature<Model>())
     throw io_error("tapeless: " + path.string() + ": the checkpoint is of another model (its layers: " +
                    found->second + "; this model's: " + model_signature<Model>() + ")");
+  if (!slot_names.empty()) {  // before the tensors: an SGD file into an Adam state says so
+    const auto kind = meta.find("tapeless.optimizer");
+    if (kind == meta.end() || kind->second != optimizer_name)
+      throw io_error("tapeless: " + path.string() + ": the checkpoint holds " +
+                     (kind == meta.end() ? std::string("no optimizer state") : "the state of " + kind->second) +
+                     ", expected " + optimizer_name);
+  }
   // Every tensor must be expected: parameters, and the optimizer's when a state is loaded.
   std::set<std::string> expected;
   for (const auto& n : names) expected.insert(n.name);
@@ -90,14 +97,14 @@ checkpoint_contents<T> read_checkpoint(const std::filesystem::path& path, std::s
   }
   checkpoint_contents<T> contents;
   contents.params.resize(P);
-  for (const auto& n : names)
-    file.copy_to<T>(n.name, std::span<T>(contents.params.data() + n.offset, n.size()), n.shape, policy);
+  try {
+    for (const auto& n : names)
+      file.copy_to<T>(n.name, std::span<T>(contents.params.data() + n.offset, n.size()), n.shape, policy);
+  } catch (const io_error& e) {
+    if (std::string(e.what()).find("NaN or infinity") == std::string::npos) throw;
+    throw io_error(std::string(e.what()) + " (tl::load_options{.allow_non_finite = true} accepts them)");
+  }
   if (!slot_names.empty()) {
-    const auto kind = meta.find("tapeless.optimizer");
-    if (kind == meta.end() || kind->second != optimizer_name)
-      throw io_error("tapeless: " + path.string() + ": the checkpoint holds " +
-                     (kind == meta.end() ? std::string("no optimizer state") : "the state of " + kind->second) +
-                     ", expected " + optimizer_name);
     contents.optimizer_state.resize(slot_names.size() * P);
     for (std::size_t slot = 0; slot < slot_names.size(); ++slot)
       for (const auto& n : names)

@@ -32,6 +32,10 @@
 // S's rounding), the solve goes through the eigen-decomposition of S instead.
 #pragma once
 
+#if defined(__CUDACC__)
+#pragma nv_diag_suppress 20208  // long double in host-only code that nvcc also parses
+#endif
+
 #include <cmath>
 #include <cstddef>
 #include <limits>

@@ -326,10 +326,13 @@ result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const o
   st.current = st.call(start, true);
   if (!std::isfinite(st.current.cost)) {
     throw numeric_error("tapeless::lsq::solve: the residuals are " +
-                        std::string(std::isnan(st.current.cost) ? "NaN" : "infinite") + " at the starting point");
+                        std::string(std::isnan(st.current.cost) ? "NaN" : "infinite") +
+                        " at the starting point: a NaN or infinity in the data (x, y, weights), or a start where "
+                        "the model is not finite");
   }
   if (!detail::jacobian_finite(st.current)) {
-    throw numeric_error("tapeless::lsq::solve: J^T J or J^T r is NaN or infinite at the starting point");
+    throw numeric_error("tapeless::lsq::solve: J^T J or J^T r is NaN or infinite at the starting point: an infinity "
+                        "in the inputs x, or a start where the model's derivatives are not finite");
   }
   res.initial_cost = st.current.cost;
 

@@ -182,7 +182,11 @@ constexpr auto expression_model(const F& f, const std::array<double, P>& start =
                   "tapeless::expression_model<P, I, O>: f returns another number of outputs than O");
     return detail::make_expression_model<P, In>(outputs, start);
   } else {
-    return 0;  // check_trace has reported the error
+    // check_trace has reported the error; a layer of the declared shape (each output is
+    // the first input) keeps the code that uses it from adding errors of its own.
+    return [&]<std::size_t... Out>(std::index_sequence<Out...>) {
+      return detail::make_expression_model<P, In>(expression_array<decltype((void(Out), variable<P>{}))...>{}, start);
+    }(std::make_index_sequence<O>{});
   }
 }
 

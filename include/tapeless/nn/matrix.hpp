@@ -42,6 +42,13 @@ class basic_matrix {
   T& operator()(std::size_t feature, std::size_t sample) { return data_[sample * features_ + feature]; }
   T operator()(std::size_t feature, std::size_t sample) const { return data_[sample * features_ + feature]; }
 
+  // The same batch in another precision: m.cast<double>() (PyTorch's .double()).
+  template <class U>
+  basic_matrix<U> cast() const {
+    std::vector<U> values(data_.begin(), data_.end());
+    return basic_matrix<U>(features_, batch_, std::move(values));
+  }
+
   friend bool operator==(const basic_matrix&, const basic_matrix&) = default;
 
  private:
