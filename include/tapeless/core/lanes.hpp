@@ -74,7 +74,6 @@ TL_HD TL_INLINE lanes<T, K> select(const lane_mask<K>& c, const lanes<T, K>& a, 
     for (std::size_t k = 0; k < K; ++k) r.v[k] = NAME(a.v[k]);                            \
     return r;                                                                             \
   }
-TL_LANES_UNARY(exp)
 TL_LANES_UNARY(tanh)
 TL_LANES_UNARY(log)
 TL_LANES_UNARY(log1p)
@@ -90,6 +89,21 @@ TL_LANES_UNARY(asinh)
 TL_LANES_UNARY(erf)
 TL_LANES_UNARY(abs)
 #undef TL_LANES_UNARY
+// exp of doubles through the branch-free host_exp (on the host), so the lane loop
+// vectorizes; floats already use a vectorizable exp.
+template <class T, std::size_t K>
+TL_HD TL_INLINE lanes<T, K> exp(const lanes<T, K>& a) {
+  lanes<T, K> r;
+  for (std::size_t k = 0; k < K; ++k) {
+#if TL_ON_DEVICE
+    r.v[k] = exp(a.v[k]);
+#else
+    if constexpr (std::is_same_v<T, double>) r.v[k] = detail::host_exp(a.v[k]);
+    else r.v[k] = exp(a.v[k]);
+#endif
+  }
+  return r;
+}
 template <class T, std::size_t K>
 TL_HD TL_INLINE lanes<T, K> pow(const lanes<T, K>& a, const lanes<T, K>& c) {
   lanes<T, K> r;

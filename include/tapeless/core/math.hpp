@@ -78,7 +78,8 @@ TL_INLINE std::int64_t double_to_bits(double value) {
 // Cephes-style exp for double: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, so r
 // is exact), exp(r) = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)) (Cephes' Padé form), then
 // scaled by 2^n through the exponent bits. Branch-free, so the CPU loops vectorize it
-// (libm's exp is a call per value); within 3 ulp (tests/cpu/test_math.cpp).
+// (libm's exp is a call per value); within 3 ulp (tests/cpu/test_math.cpp). Used for
+// lanes of doubles (core/lanes.hpp); scalar doubles keep libm's exp.
 TL_INLINE double host_exp(double x) {
   const bool underflow = x < -708.0, overflow = x > 709.0;
   x = x < -708.0 ? -708.0 : x;
@@ -109,11 +110,9 @@ __device__ inline float fast_logistic(float v) { return __fdividef(1.0f, 1.0f + 
 TL_HD inline float exp(float x) { return detail::host_expf(x); }
 TL_HD inline float tanh(float x) { return detail::host_tanhf(x); }
 #endif
-#if TL_ON_DEVICE
+// Scalar double exp stays libm's (under 1 ulp): solvers compare costs in the last bits.
+// The lane loops of core/lanes.hpp take detail::host_exp, which vectorizes.
 TL_HD inline double exp(double x) { return ::exp(x); }
-#else
-TL_HD inline double exp(double x) { return detail::host_exp(x); }
-#endif
 TL_HD inline double tanh(double x) { return ::tanh(x); }
 
 // The rest map to the C library (host) or CUDA's math library (device), float and double.

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "tapeless/core/math.hpp"
 #include "tapeless/expr/graph.hpp"
 
 namespace tl::detail {
