@@ -34,18 +34,12 @@ class tangent_sweep {
   TL_HD TL_INLINE static value_tangent<T> run(const Expr& expr, const T* point) {
     std::array<T, slots> value{}, tangent{};
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (node(I, point, value, tangent, type_at<I>()), ...);
+      (node(I, point, value, tangent, graph::type_at<I>(schedule{})), ...);
     }(std::make_index_sequence<slots>{});
     return eval(expr, value, tangent);
   }
 
  private:
-  template <std::size_t I, class... Ts>
-  TL_HD static auto type_at_impl(graph::type_list<Ts...>) {
-    return std::type_identity<std::tuple_element_t<I, std::tuple<Ts...>>>{};
-  }
-  template <std::size_t I>
-  TL_HD static auto type_at() { return type_at_impl<I>(schedule{}); }
 
   // A node's (value, tangent) from its children's.
   template <class Node, class Child>

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
 
 #include "tapeless/expr/node.hpp"
@@ -26,6 +27,12 @@ consteval std::size_t index_of(type_list<Ts...>) {
   std::size_t i = 0;
   while (!matches[i]) ++i;
   return i;
+}
+
+// The I-th type of a list, as a tag value: sweeps dispatch on it.
+template <std::size_t I, class... Ts>
+constexpr auto type_at(type_list<Ts...>) {
+  return std::type_identity<std::tuple_element_t<I, std::tuple<Ts...>>>{};
 }
 
 template <class T, class List> struct append;

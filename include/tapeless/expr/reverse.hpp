@@ -39,7 +39,7 @@ class reverse_sweep {
   // exponentially with the depth of a shared expression.)
   TL_HD TL_INLINE void forward(const T* point) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (forward_node(I, point, type_at<I>()), ...);
+      (forward_node(I, point, graph::type_at<I>(schedule{})), ...);
     }(std::make_index_sequence<slots>{});
   }
 
@@ -49,7 +49,7 @@ class reverse_sweep {
     up<0>(expr);
     down<0>(expr, T(1));
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (backward_node(slots - 1 - I, type_at<slots - 1 - I>()), ...);
+      (backward_node(slots - 1 - I, graph::type_at<slots - 1 - I>(schedule{})), ...);
     }(std::make_index_sequence<slots>{});
     return top_value[0];
   }
@@ -70,12 +70,6 @@ class reverse_sweep {
   }
 
  private:
-  template <std::size_t I, class... Ts>
-  TL_HD static auto type_at_impl(graph::type_list<Ts...>) {
-    return std::type_identity<std::tuple_element_t<I, std::tuple<Ts...>>>{};
-  }
-  template <std::size_t I>
-  TL_HD static auto type_at() { return type_at_impl<I>(schedule{}); }
 
   template <class Node>
   TL_HD TL_INLINE void forward_node(std::size_t i, const T* point, std::type_identity<Node>) {
