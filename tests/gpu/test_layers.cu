@@ -130,11 +130,24 @@ TEST(GpuLayers, GeneralPathMatchesCpu) {
 }
 
 // The mixed model trains 200 Adam steps on both devices from the same parameters.
+// In double the histories agree to 1e-10. In float the bound is 1e-4 or, where that is
+// tighter than float itself can be on this trajectory, the CPU's own float-vs-double
+// difference on the same data: Adam divides by sqrt(v), so a rounding difference in a
+// small gradient moves a parameter by a step of ~lr whatever its size, and the runs drift
+// apart (on the CPU, float and double differ by ~8e-4 after 200 steps here).
 template <class T>
-void mixed_model_trains_alike(std::size_t batch, double tolerance, bool one_launch) {
+double history_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t e = 0; e < b.size(); ++e) worst = std::max(worst, std::abs(a[e] - b[e]) / b[e]);
+  return worst;
+}
+
+template <class T>
+void mixed_model_trains_alike(std::size_t batch, bool one_launch) {
   const auto model = mixed_model();
   tl::rng gen(9);
-  const auto params = cast<T>(random_parameters(model, gen));
+  const auto p64 = random_parameters(model, gen);
+  const auto params = cast<T>(p64);
   const auto x = cast<T>(random_batch(gen, 2, batch, -2, 2));
   tl::basic_matrix<T> y(1, batch);
   for (std::size_t s = 0; s < batch; ++s) y(0, s) = static_cast<T>(std::sin(3 * x(0, s)) * x(1, s));
@@ -145,23 +158,31 @@ void mixed_model_trains_alike(std::size_t batch, double tolerance, bool one_laun
   options.one_launch = one_launch;
   const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 200, options);
   ASSERT_EQ(gpu_run.loss_history.size(), 200u);
-  double worst = 0;
-  for (std::size_t e = 0; e < 200; ++e)
-    worst = std::max(worst, std::abs(gpu_run.loss_history[e] - cpu_run.loss_history[e]) / cpu_run.loss_history[e]);
+  double tolerance = 1e-10, precision_drift = 0;
+  if constexpr (std::is_same_v<T, float>) {  // the same start and data, in double, on the CPU
+    using M = std::remove_cvref_t<decltype(model)>;
+    const tl::parameters<M, double> wide_params(std::vector<double>(params.flat().begin(), params.flat().end()));
+    tl::train_state wide(model, wide_params, tl::adam{0.01});
+    const auto wide_run = tl::fit(wide, tl::mse, x.template cast<double>(), y.template cast<double>(), 200, {.progress = false});
+    precision_drift = history_difference<T>(cpu_run.loss_history, wide_run.loss_history);
+    tolerance = std::max(1e-4, precision_drift);
+  }
+  const double worst = history_difference<T>(gpu_run.loss_history, cpu_run.loss_history);
   EXPECT_LE(worst, tolerance);
   EXPECT_LT(cpu_run.loss_history.back(), 0.5 * cpu_run.loss_history.front());
-  std::printf("mixed model, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e\n",
+  std::printf("mixed model, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e "
+              "(CPU float vs double: %.2e)\n",
               std::is_same_v<T, float> ? "float" : "double", batch, one_launch ? "one launch" : "per step",
-              cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst);
+              cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst, precision_drift);
 }
 
 TEST(GpuLayers, MixedModelTrainsLikeCpuInFloat) {
-  mixed_model_trains_alike<float>(256, 1e-4, true);
-  mixed_model_trains_alike<float>(256, 1e-4, false);
+  mixed_model_trains_alike<float>(256, true);
+  mixed_model_trains_alike<float>(256, false);
 }
 TEST(GpuLayers, MixedModelTrainsLikeCpuInDouble) {
-  mixed_model_trains_alike<double>(256, 1e-10, true);
-  mixed_model_trains_alike<double>(256, 1e-10, false);
+  mixed_model_trains_alike<double>(256, true);
+  mixed_model_trains_alike<double>(256, false);
 }
 
 TEST(SeedFit, Float64OnGpuMatchesPlainReference) {

@@ -222,10 +222,11 @@ __global__ void apply_kernel(Model model, const T* params, const T* x, std::size
 }
 
 // The whole training loop in one launch of one block: parameters and optimizer state
-// live in shared memory for all epochs; the loss history goes to global memory. Three
-// barriers a step: after the warps' sums, after every thread has checked its share
-// of the gradient (__syncthreads_or: a NaN anywhere stops the loop before any
-// update), and after the update. The optimizer's per-step constants (Adam's bias
+// live in shared memory for all epochs; the loss history goes to global memory. Two
+// barriers a step: after the warps' sums, and after the update, the latter a
+// __syncthreads_or that also asks whether any thread found a NaN or infinity in its
+// share of the gradient; then every thread undoes its part of that step (it kept the
+// old values) and the loop stops: no parameter keeps a non-finite step. The optimizer's per-step constants (Adam's bias
 // corrections: double-precision powers) are computed `constants_chunk` steps at a
 // time by all threads, off the step's critical path, into one of two tables: a slow
 // thread may still read the other in its last update.
@@ -259,30 +260,40 @@ __global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, cons
   T* scratch = shared + layout::scratch;
   for (std::size_t j = threadIdx.x; j < P; j += blockDim.x) params[j] = params_global[j];
   for (std::size_t j = threadIdx.x; j < S * P; j += blockDim.x) state[j] = state_global[j];
-  for (int e = 0; e < epochs; ++e) {
+  // A thread's parameters, optimizer state and gradient check from the step before:
+  // the check is decided at the next step's first barrier (a __syncthreads_or in
+  // place of a plain barrier), and a failed step is undone from these copies.
+  T old_params[max_owned], old_state[max_owned][S];
+  bool bad = false;
+  const auto undo = [&] {
+#pragma unroll
+    for (std::size_t r = 0; r < max_owned; ++r) {
+      const std::size_t j = threadIdx.x + r * blockDim.x;
+      if (j >= P) continue;
+      params[j] = old_params[r];
+#pragma unroll
+      for (std::size_t k = 0; k < S; ++k) state[k * P + j] = old_state[r][k];
+    }
+  };
+  int e = 0;
+  for (; e < epochs; ++e) {
     auto* constants = table + (e / constants_chunk % 2) * constants_chunk;
     if (e % constants_chunk == 0)  // visible after the barrier below
       for (int i = threadIdx.x; i < constants_chunk && e + i < epochs; i += blockDim.x)
         constants[i] = opt.template at_step<T>(first_step + e + i + 1);
-    __syncthreads();  // parameters, state and constants written; the last step's sums read
+    // Parameters, state and constants written; the last step's sums read; and was any
+    // thread's share of the last step's gradient not finite?
+    if (__syncthreads_or(bad)) break;
     T acc[N] = {};
     accumulate_samples(model, loss, params, x, y, batch, threadIdx.x, blockDim.x, acc);
     warp_sums_to_shared(acc, scratch);
     __syncthreads();
-    // Every thread adds up the loss itself: all see the same value.
+    // Every thread adds up the loss itself: all see the same value and stop together.
     const T value = warp_row_total<N>(scratch, P) * scale;
-    T g[max_owned];
-    bool finite = isfinite(value);
-#pragma unroll
-    for (std::size_t r = 0; r < max_owned; ++r) {
-      const std::size_t j = threadIdx.x + r * blockDim.x;
-      g[r] = j < P ? warp_row_total<N>(scratch, j) * scale : T(0);
-      finite &= bool(isfinite(g[r]));
-    }
-    if (__syncthreads_or(!finite)) {
+    if (!isfinite(value)) {
       if (threadIdx.x == 0) {
         failed[0] = first_step + e;
-        failed[1] = isfinite(value) ? 1 : 0;
+        failed[1] = 0;
       }
       break;
     }
@@ -291,7 +302,21 @@ __global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, cons
 #pragma unroll
     for (std::size_t r = 0; r < max_owned; ++r) {
       const std::size_t j = threadIdx.x + r * blockDim.x;
-      if (j < P) optimizer_update<Optimizer>(c, params, g[r], state, j, P);
+      if (j >= P) continue;
+      const T g = warp_row_total<N>(scratch, j) * scale;
+      bad |= !isfinite(g);
+      old_params[r] = params[j];
+#pragma unroll
+      for (std::size_t k = 0; k < S; ++k) old_state[r][k] = state[k * P + j];
+      optimizer_update<Optimizer>(c, params, g, state, j, P);
+    }
+  }
+  if (e == epochs) bad = __syncthreads_or(bad);  // the last step's check
+  if (bad) {  // uniform: every thread saw the same __syncthreads_or
+    undo();
+    if (threadIdx.x == 0) {
+      failed[0] = first_step + e - 1;
+      failed[1] = 1;
     }
   }
   __syncthreads();
