@@ -264,7 +264,7 @@ __global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, cons
   // the check is decided at the next step's first barrier (a __syncthreads_or in
   // place of a plain barrier), and a failed step is undone from these copies.
   T old_params[max_owned], old_state[max_owned][S];
-  bool bad = false;
+  bool bad = false, any_bad = false;
   const auto undo = [&] {
 #pragma unroll
     for (std::size_t r = 0; r < max_owned; ++r) {
@@ -283,7 +283,8 @@ __global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, cons
         constants[i] = opt.template at_step<T>(first_step + e + i + 1);
     // Parameters, state and constants written; the last step's sums read; and was any
     // thread's share of the last step's gradient not finite?
-    if (__syncthreads_or(bad)) break;
+    any_bad = __syncthreads_or(bad);
+    if (any_bad) break;
     T acc[N] = {};
     accumulate_samples(model, loss, params, x, y, batch, threadIdx.x, blockDim.x, acc);
     warp_sums_to_shared(acc, scratch);
@@ -311,8 +312,8 @@ __global__ void fit_one_block_kernel(Model model, Loss loss, Optimizer opt, cons
       optimizer_update<Optimizer>(c, params, g, state, j, P);
     }
   }
-  if (e == epochs) bad = __syncthreads_or(bad);  // the last step's check
-  if (bad) {  // uniform: every thread saw the same __syncthreads_or
+  if (e == epochs) any_bad = __syncthreads_or(bad);  // the last step's check
+  if (any_bad) {  // uniform: every thread saw the same __syncthreads_or
     undo();
     if (threadIdx.x == 0) {
       failed[0] = first_step + e - 1;
