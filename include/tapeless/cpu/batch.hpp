@@ -58,6 +58,25 @@ inline thread_pool& cpu_pool() {
   return pool;
 }
 
+// Runs pass(t, first, last) for t < threads over contiguous ranges of whole chunks of
+// [0, batch), on the pool when threads > 1. The ranges depend on the thread count only,
+// and callers join per-thread results in index order: deterministic.
+template <class Pass>
+void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
+  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
+  const auto run = [&](std::size_t t) {
+    pass(t, std::min(batch, chunks * t / threads * cpu_chunk), std::min(batch, chunks * (t + 1) / threads * cpu_chunk));
+  };
+  if (threads == 1) run(0);  // small steps: no pool, no indirect call
+  else cpu_pool().run(threads, run);
+}
+
+// The threads a step takes: `threads` when given, else by work; never more than the pool.
+inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample) {
+  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample);
+  return threads > 1 ? std::min(threads, cpu_pool().size()) : threads;
+}
+
 // Reusable buffers, so that a training step allocates nothing after the first.
 template <class T>
 struct cpu_workspace {
@@ -132,21 +151,15 @@ template <model Model, class Loss, class T>
 loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
                           std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
-  if (threads == 0) threads = cpu_threads_for(batch, P);
-  if (threads > 1) threads = std::min(threads, cpu_pool().size());
+  threads = cpu_step_threads(threads, batch, P);
   cpu_workspace<T>& ws = workspace_for_this_thread<T>();
   ws.lane_gradient.resize(threads * P * K);
   ws.wide_gradient.assign(threads * P, 0.0);
   ws.loss.assign(threads, 0.0);
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  const auto run = [&](std::size_t t) {
-    const std::size_t first = std::min(batch, chunks * t / threads * cpu_chunk);
-    const std::size_t last = std::min(batch, chunks * (t + 1) / threads * cpu_chunk);
+  for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
     ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
                                     ws.wide_gradient.data() + t * P);
-  };
-  if (threads == 1) run(0);  // small steps: no pool, no indirect call
-  else cpu_pool().run(threads, run);
+  });
   double total = 0.0;
   for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
   const double scale = 1.0 / Loss::denominator(Model::outputs, batch);

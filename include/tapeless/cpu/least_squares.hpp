@@ -9,6 +9,7 @@
 // like training's batch loop. No Jacobian matrix exists.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -93,43 +94,27 @@ void accumulate_normal_equations(const Model& model, const T* p, const T* x, con
   }
 }
 
-template <std::size_t P>
-inline constexpr std::size_t normal_equation_sums = 1 + P + P * (P + 1) / 2;
-
 // The solver's evaluate(): the fused pass, over threads, into normal_equations.
 template <model Model, class T>
 lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& model,
                                                                   const std::array<double, Model::parameter_count>& at,
                                                                   const basic_matrix<T>& x, const basic_matrix<T>& y,
                                                                   const T* weights, bool jacobian) {
-  constexpr std::size_t P = Model::parameter_count, N = normal_equation_sums<P>;
+  constexpr std::size_t P = Model::parameter_count, N = lsq::packed_sums<P>;
   std::array<T, P> p;
   for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(at[j]);
   const std::size_t batch = x.batch();
-  std::size_t threads = cpu_threads_for(batch, P * (P + 3) / 2);
-  if (threads > 1) threads = std::min(threads, cpu_pool().size());
+  const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2);
   std::vector<lsq::detail::compensated> totals(threads * N);
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  const auto run = [&](std::size_t t) {
-    const std::size_t first = std::min(batch, chunks * t / threads * cpu_chunk);
-    const std::size_t last = std::min(batch, chunks * (t + 1) / threads * cpu_chunk);
+  for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
     accumulate_normal_equations(model, p.data(), x.data(), y.data(), weights, first, last, jacobian,
                                 totals.data() + t * N);
-  };
-  if (threads == 1) run(0);
-  else cpu_pool().run(threads, run);
+  });
   for (std::size_t t = 1; t < threads; ++t)
     for (std::size_t i = 0; i < N; ++i) totals[i].add(totals[t * N + i]);
-  lsq::normal_equations<P> ne;
-  ne.cost = 0.5 * totals[0].value();
   std::size_t used = batch;
   if (weights) used = std::size_t(std::count_if(weights, weights + batch, [](T w) { return w != T(0); }));
-  ne.residuals = used * Model::outputs;
-  for (std::size_t a = 0, u = 0; a < P; ++a) {
-    ne.jtr[a] = totals[1 + a].value();
-    for (std::size_t b = a; b < P; ++b, ++u) ne.jtj[a * P + b] = ne.jtj[b * P + a] = totals[1 + P + u].value();
-  }
-  return ne;
+  return lsq::unpack_normal_equations<P>([&](std::size_t i) { return totals[i].value(); }, used * Model::outputs);
 }
 }  // namespace detail
 

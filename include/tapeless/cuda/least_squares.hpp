@@ -26,15 +26,12 @@ namespace tl {
 
 namespace detail::gpu {
 
-template <std::size_t P>
-inline constexpr std::size_t normal_sums = 1 + P + P * (P + 1) / 2;
-
 // Block b's sums into sums_by_column[j * blocks + b]: sum j's entries are contiguous,
 // the segments cub::DeviceSegmentedReduce adds.
 template <class Model, class T>
 __global__ void normal_equations_kernel(Model model, const T* p, const T* x, const T* y, const T* weights,
                                         std::size_t batch, bool jacobian, T* sums_by_column) {
-  constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, N = normal_sums<P>;
+  constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, N = lsq::packed_sums<P>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   T* scratch = reinterpret_cast<T*>(shared_bytes);
   T acc[N] = {};
@@ -87,7 +84,7 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
                                                   const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
                                                   const lsq::options& options = {},
                                                   const thrust::device_vector<T>& weights = {}) {
-  constexpr std::size_t P = Model::parameter_count, N = detail::gpu::normal_sums<P>;
+  constexpr std::size_t P = Model::parameter_count, N = lsq::packed_sums<P>;
   static_assert(N <= 256, "tapeless::least_squares on the GPU: at most 20 parameters (J^T J's sums in registers)");
   detail::check_batch<Model>("least_squares", x, &y);
   if (!weights.empty())
@@ -127,12 +124,7 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
                                                   first, first + 1));
     std::array<T, N> sums;
     thrust::copy(buffers.sums.begin(), buffers.sums.end(), sums.begin());  // synchronizes
-    out.cost = 0.5 * double(sums[0]);
-    out.residuals = used * Model::outputs;
-    for (std::size_t a = 0, u = 0; a < P; ++a) {
-      out.jtr[a] = double(sums[1 + a]);
-      for (std::size_t b = a; b < P; ++b, ++u) out.jtj[a * P + b] = out.jtj[b * P + a] = double(sums[1 + P + u]);
-    }
+    out = lsq::unpack_normal_equations<P>([&](std::size_t i) { return sums[i]; }, used * Model::outputs);
   };
   std::array<double, P> start;
   for (std::size_t j = 0; j < P; ++j) start[j] = double(params.flat()[j]);

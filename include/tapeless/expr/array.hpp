@@ -85,6 +85,18 @@ constexpr auto generate(const F& f) {
 }
 
 namespace detail {
+// f(a, b) with a = var<0..A-1> and b = var<A..A+B-1> as arrays, seen as a function of
+// A + B variables (for tracing): a sample loss's (yhat, y), a formula's (p, x).
+template <std::size_t A, std::size_t B, class F>
+struct array_pair_function {
+  F f;
+  template <class... V>
+    requires std::is_invocable_v<const F&, decltype(variables<0, A>()), decltype(variables<A, B>())>
+  constexpr auto operator()(const V&...) const {
+    return f(variables<0, A>(), variables<A, B>());
+  }
+};
+
 template <class A, std::size_t I>
 constexpr auto element(const A& a) {
   if constexpr (is_expression_array_v<A>) return a.template get<I>();

@@ -40,6 +40,25 @@ struct normal_equations {
   double residual_sum_of_squares() const { return 2 * cost; }
 };
 
+// The normal equations packed as 1 + P + P(P+1)/2 sums, as the fused passes accumulate
+// them (cpu/least_squares.hpp, cuda/least_squares.hpp): r^2, then J^T r, then J^T J's
+// upper triangle row by row.
+template <std::size_t P>
+inline constexpr std::size_t packed_sums = 1 + P + P * (P + 1) / 2;
+
+// Unpacks such sums; sum(i) gives the i-th.
+template <std::size_t P, class Sum>
+normal_equations<P> unpack_normal_equations(Sum sum, std::size_t residuals) {
+  normal_equations<P> ne;
+  ne.cost = 0.5 * double(sum(0));
+  ne.residuals = residuals;
+  for (std::size_t a = 0, u = 0; a < P; ++a) {
+    ne.jtr[a] = double(sum(1 + a));
+    for (std::size_t b = a; b < P; ++b, ++u) ne.jtj[a * P + b] = ne.jtj[b * P + a] = double(sum(1 + P + u));
+  }
+  return ne;
+}
+
 namespace detail {
 // A double plus the running rounding error of every addition into it.
 struct compensated {

@@ -54,19 +54,6 @@ struct expression_sample_loss {
   }
 };
 
-namespace detail {
-// f(yhat, y) on sample arrays, as a function of the 2N variables.
-template <std::size_t N, class F>
-struct sample_loss_tracer {
-  F f;
-  template <class... V>
-    requires std::is_invocable_v<const F&, decltype(variables<0, N>()), decltype(variables<N, N>())>
-  constexpr auto operator()(const V&...) const {
-    return f(variables<0, N>(), variables<N, N>());
-  }
-};
-}  // namespace detail
-
 template <class F>
 constexpr auto elementwise_loss(const F& f) {
   if constexpr (detail::check_trace<2, F>()) {
@@ -80,7 +67,7 @@ constexpr auto elementwise_loss(const F& f) {
 template <std::size_t N, class F>
 constexpr auto sample_loss(const F& f) {
   static_assert(N > 0, "tapeless::sample_loss<N>: N (the model's outputs) must be positive");
-  using tracer = detail::sample_loss_tracer<N, F>;
+  using tracer = detail::array_pair_function<N, N, F>;  // f(yhat, y)
   if constexpr (detail::check_trace<2 * N, tracer>()) {
     const auto expr = detail::trace<2 * N>(tracer{f});
     return expression_sample_loss<N, std::remove_cvref_t<decltype(expr)>>{{expr}};

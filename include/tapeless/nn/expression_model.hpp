@@ -41,17 +41,6 @@ TL_HD constexpr decltype(auto) output_at(const output_slot<I, E>& slot) { return
 template <std::size_t I, class E>
 E output_type_at(const output_slot<I, E>&);
 
-// f(p, x) as a function of the P + I variables.
-template <std::size_t P, std::size_t In, class F>
-struct formula_tracer {
-  F f;
-  template <class... V>
-    requires std::is_invocable_v<const F&, decltype(variables<0, P>()), decltype(variables<P, In>())>
-  constexpr auto operator()(const V&...) const {
-    return f(variables<0, P>(), variables<P, In>());
-  }
-};
-
 template <class R>
 constexpr auto as_outputs(const R& r) {
   if constexpr (is_expression_array_v<R>) return r;
@@ -174,7 +163,7 @@ constexpr std::array<double, P> ones() {
 // O is the number of outputs f returns (checked).
 template <std::size_t P, std::size_t In, std::size_t O = 1, class F>
 constexpr auto expression_model(const F& f, const std::array<double, P>& start = detail::ones<P>()) {
-  using tracer = detail::formula_tracer<P, In, F>;
+  using tracer = detail::array_pair_function<P, In, F>;  // f(p, x)
   static_assert(P > 0 && In > 0 && O > 0, "tapeless::expression_model<P, I, O>: every count must be positive");
   if constexpr (detail::check_trace<P + In, tracer>()) {
     const auto outputs = detail::as_outputs(detail::trace<P + In>(tracer{f}));
