@@ -15,13 +15,13 @@ start=$(date +%s.%N)
 if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
-targets="tests/test_gpu tests/test_gpu_layers tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu"
+targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
 ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 
 if [ "$stage" != bench ]; then
   gpu_tests=0
-  for t in test_gpu test_gpu_layers; do
+  for t in test_gpu test_gpu_layers test_gpu_layered; do
     build-gpu/tests/$t 2>&1 | tee "$logs/$t.log" | grep -E "^\[  (PASSED|FAILED) |FAILED  \]|^(seed fit|mixed model|float64 seed|least squares|tf32|device gelu)" 
     [ "${PIPESTATUS[0]}" -eq 0 ] || gpu_tests=1
   done
@@ -32,12 +32,14 @@ if [ "$stage" != bench ]; then
   # tiled and general paths, the non-finite checks, expression models and least squares.
   filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSizedBatch'
   filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLeastSquares.*'
+  filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu'
   sanitizers=""
   for tool in memcheck racecheck initcheck synccheck; do
     code=0
     compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu "$filter_a" >"$logs/$tool.log" 2>&1 || code=$?
     compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu_layers "$filter_b" >>"$logs/$tool.log" 2>&1 || code=$?
-    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazards displayed" "$logs/$tool.log" | tail -2 | tr '\n' ' ')
+    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu_layered "$filter_c" >>"$logs/$tool.log" 2>&1 || code=$?
+    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazards displayed" "$logs/$tool.log" | tail -3 | tr '\n' ' ')
     echo "$tool (exit $code): $summary"
     sanitizers+="$tool=$code "
   done
@@ -50,6 +52,7 @@ if [ "$stage" != test ]; then
   tl=$(build-gpu/bench/seed_fit_gpu 100 | tee "$logs/tapeless.log")
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
+  build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
   peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
   get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
   one=$(get tapeless_gpu_one_launch_us)

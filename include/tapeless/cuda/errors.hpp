@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,13 @@ namespace tl {
 struct cuda_error : std::runtime_error {
   cudaError_t code;
   cuda_error(cudaError_t c, const std::string& what) : std::runtime_error(what), code(c) {}
+};
+
+// Not enough free device memory for what was asked; thrown before anything is allocated.
+struct device_memory_error : cuda_error {
+  std::size_t needed, available;
+  device_memory_error(std::size_t need, std::size_t have, const std::string& what)
+      : cuda_error(cudaErrorMemoryAllocation, what), needed(need), available(have) {}
 };
 
 namespace detail {
@@ -28,3 +36,19 @@ inline void cuda_check(cudaError_t status, const char* call, const char* file, i
 #define TL_CUDA_CHECK(call) ::tl::detail::cuda_check((call), #call, __FILE__, __LINE__)
 // After a launch: configuration errors now, execution errors at the next synchronizing call.
 #define TL_CUDA_CHECK_LAUNCH(name) ::tl::detail::cuda_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
+
+namespace tl::detail {
+// Throws device_memory_error when `bytes` more than the device has free are asked for
+// (`what` says for what), so that a model or batch too large fails before allocating.
+inline void require_device_memory(const char* where, std::size_t bytes, const std::string& what) {
+  if (bytes == 0) return;
+  std::size_t free_bytes = 0, total = 0;
+  TL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  if (bytes <= free_bytes) return;
+  const auto gib = [](std::size_t b) { return std::to_string(double(b) / double(1ull << 30)).substr(0, 6) + " GiB"; };
+  throw device_memory_error(bytes, free_bytes,
+                            std::string("tapeless::") + where + ": " + what + " need " + gib(bytes) +
+                                " of device memory, and " + gib(free_bytes) + " of " + gib(total) +
+                                " are free; use a smaller batch or model");
+}
+}  // namespace tl::detail

@@ -140,28 +140,49 @@ __global__ void general_partial_sums_kernel(Model model, Loss loss, const T* par
   if (threadIdx.x == 0) out[P + 1] = any_bad ? T(1) : T(0);
 }
 
+// Where reduce_update_kernel finds a gradient column's partial sums: `rows` values,
+// `stride` apart. A partials view says that for each column and gives the loss and
+// the non-finite flag in `loss_rows` rows; the per-step kernels' view is one row of
+// partial_row<P> values per block, the layered path's is cuda/layered.hpp's.
+template <class T>
+struct partial_column {
+  const T* p;
+  std::size_t stride;
+  int rows;
+};
+template <std::size_t P, class T>
+struct block_partials {
+  static constexpr std::size_t R = partial_row<P>;
+  const T* p;
+  int blocks;
+  __device__ int loss_rows() const { return blocks; }
+  __device__ T loss(int b) const { return p[b * R + P]; }
+  __device__ T flag(int b) const { return p[b * R + P + 1]; }
+  __device__ partial_column<T> column(std::size_t j) const { return {p + j, R, blocks}; }
+};
+
 // Per-step path, kernel 2, on blocks of reduce_columns x reduce_rows threads: each
-// block sums 32 columns of the block partials (rows split over threadIdx.y, then
-// added in a fixed order: deterministic), and every block sums the loss and flag
-// columns the same way, so all agree on them. Writes the loss (to loss_out and, if
-// given, to history[step - 1 - step_counter[1]], step_counter[1] being the first step
-// of the running fit), then either the gradient (`grad`) or the optimizer update for
-// step step_counter[0]. A non-finite loss or gradient records the step in failed[0]
-// (and 0 for the loss, 1 for the gradient in failed[1]) and changes nothing.
+// block sums 32 columns of the partials (rows split over threadIdx.y, then added in a
+// fixed order: deterministic), and every block sums the loss and flag rows the same
+// way, so all agree on them. Writes the loss (to loss_out and, if given, to
+// history[step - 1 - step_counter[1]], step_counter[1] being the first step of the
+// running fit), then either the gradient (`grad`) or the optimizer update for step
+// step_counter[0]. A non-finite loss or gradient records the step in failed[0] (and
+// 0 for the loss, 1 for the gradient in failed[1]) and changes nothing.
 inline constexpr int reduce_columns = warp_size, reduce_rows = 8;
 
-template <class Model, class Optimizer, class T>
+template <class Model, class Optimizer, class T, class Partials>
 __global__ void __launch_bounds__(reduce_columns * reduce_rows)
-    reduce_update_kernel(const T* partials, int blocks, T scale, T* loss_out, T* grad, Optimizer opt, T* params,
-                         T* state, const long* step_counter, T* history, long* failed) {
-  constexpr std::size_t P = Model::parameter_count, R = partial_row<P>;
+    reduce_update_kernel(Partials partials, T scale, T* loss_out, T* grad, Optimizer opt, T* params, T* state,
+                         const long* step_counter, T* history, long* failed) {
+  constexpr std::size_t P = Model::parameter_count;
   __shared__ T sums[reduce_rows][reduce_columns + 1];
   __shared__ T warp_totals[2][reduce_rows];
   const int tx = threadIdx.x, ty = threadIdx.y;
   T loss = T(0), flags = T(0);
-  for (int b = ty * reduce_columns + tx; b < blocks; b += reduce_columns * reduce_rows) {
-    loss += partials[b * R + P];
-    flags += partials[b * R + P + 1];
+  for (int b = ty * reduce_columns + tx; b < partials.loss_rows(); b += reduce_columns * reduce_rows) {
+    loss += partials.loss(b);
+    flags += partials.flag(b);
   }
   for (int offset = warp_size / 2; offset > 0; offset /= 2) {
     loss += __shfl_xor_sync(0xffffffffu, loss, offset);
@@ -173,8 +194,10 @@ __global__ void __launch_bounds__(reduce_columns * reduce_rows)
   }
   const std::size_t j = blockIdx.x * reduce_columns + tx;
   T g = T(0);
-  if (j < P)
-    for (int b = ty; b < blocks; b += reduce_rows) g += partials[b * R + j];
+  if (j < P) {
+    const partial_column<T> column = partials.column(j);
+    for (int b = ty; b < column.rows; b += reduce_rows) g += column.p[b * column.stride];
+  }
   sums[ty][tx] = g;
   __syncthreads();
   if (ty != 0) return;
@@ -203,12 +226,12 @@ __global__ void __launch_bounds__(reduce_columns * reduce_rows)
   if (params) optimizer_update<Optimizer>(opt.template at_step<T>(step), params, g, state, j, P);
 }
 
-template <class Model, class Optimizer, class T>
-void launch_reduce_update(const T* partials, int blocks, T scale, T* loss_out, T* grad, const Optimizer& opt, T* params,
+template <class Model, class Optimizer, class T, class Partials>
+void launch_reduce_update(const Partials& partials, T scale, T* loss_out, T* grad, const Optimizer& opt, T* params,
                           T* state, const long* step_counter, T* history, long* failed, cudaStream_t stream) {
   constexpr int grid = int((Model::parameter_count + reduce_columns - 1) / reduce_columns);
-  reduce_update_kernel<Model, Optimizer, T><<<grid, dim3(reduce_columns, reduce_rows), 0, stream>>>(
-      partials, blocks, scale, loss_out, grad, opt, params, state, step_counter, history, failed);
+  reduce_update_kernel<Model, Optimizer, T, Partials><<<grid, dim3(reduce_columns, reduce_rows), 0, stream>>>(
+      partials, scale, loss_out, grad, opt, params, state, step_counter, history, failed);
 }
 
 // The model's outputs, one thread per sample.

@@ -5,8 +5,10 @@
 // Which kernels run is chosen from the model's type (docs/design.md, "GPU paths"):
 // per-thread gradients in registers when the model has at most 255 parameters (and
 // fit's whole loop in one launch of one block when the batch fits it), the tiled
-// kernels for larger chains of dense layers in float, and the general per-thread
-// kernel, with gradient sums in local memory, for any other model.
+// kernels for larger chains of dense layers in float whose tile fits shared memory,
+// layer-at-a-time GEMMs for every other chain of dense layers (float or double), and
+// the general per-thread kernel, with gradient sums in local memory, for any other
+// model. cuda_train_state::regime overrides the choice.
 #pragma once
 
 #include <thrust/device_vector.h>
@@ -19,6 +21,7 @@
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/layered.hpp"
 #include "tapeless/cuda/tiled.hpp"
 #include "tapeless/train/state.hpp"
 
@@ -34,6 +37,23 @@ struct device_scalar {
     return value;
   }
 };
+
+namespace detail {
+struct no_workspace {};
+// The layered path's buffers, for the models it can train.
+template <class Model, class T>
+using layered_workspace_for =
+    std::conditional_t<gpu::layered_supports<Model>, gpu::layered_workspace<Model, T>, no_workspace>;
+
+// Parameters, optimizer state and the per-step partials, checked before allocating.
+template <model Model, class Optimizer, class T>
+std::size_t checked_parameter_count() {
+  constexpr std::size_t P = Model::parameter_count;
+  require_device_memory("cuda_train_state", sizeof(T) * P * (Optimizer::state_slots + 3),
+                        "the model's " + std::to_string(P) + " parameters, their optimizer state and gradient");
+  return P;
+}
+}  // namespace detail
 
 template <model Model, class Optimizer, class T = float>
 struct cuda_train_state {
@@ -55,10 +75,16 @@ struct cuda_train_state {
   // How the tiled path (dense chains over 255 parameters, float) multiplies layers
   // whose widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
   matmul_precision precision = matmul_precision::fp32;
+  // Which kernels train (automatic: chosen from the model's type; see tl::gpu_regime),
+  // and the layered path's activation memory per chunk of samples.
+  gpu_regime regime = gpu_regime::automatic;
+  std::size_t layered_chunk_bytes = std::size_t(64) << 20;
+  detail::layered_workspace_for<Model, T> layered;
 
   cuda_train_state(Model m, const parameters<Model, T>& p, Optimizer opt)
-      : model(m), optimizer(opt), params(p.data(), p.data() + P), optimizer_state(Optimizer::state_slots * P, T(0)),
-        loss(1, T(0)) {}
+      : model(m), optimizer(opt),
+        params(p.data(), p.data() + detail::checked_parameter_count<Model, Optimizer, T>()),
+        optimizer_state(Optimizer::state_slots * P, T(0)), loss(1, T(0)) {}
 
   parameters<Model, T> host_params() const {
     parameters<Model, T> p;
@@ -92,19 +118,47 @@ inline constexpr int general_threads = 64;
 template <model Model>
 inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
 
-enum class gpu_path { registers, tiled, general };
+// The tiled kernels keep one tile's activations in shared memory: up to this much.
+inline constexpr std::size_t tiled_shared_limit = 200 * 1024;
 template <model Model, class T>
-inline constexpr gpu_path path_for = per_thread_gradients<Model>        ? gpu_path::registers
-                                     : gpu::tiled_supports<Model, T>     ? gpu_path::tiled
-                                                                         : gpu_path::general;
+constexpr bool tiled_fits() {
+  if constexpr (gpu::tiled_supports<Model, T>)
+    return gpu::tiled_layout<Model, matmul_precision::fp32>::shared_floats * sizeof(float) <= tiled_shared_limit;
+  else return false;
+}
+
+enum class gpu_path { registers, tiled, layered, general };
+template <model Model, class T>
+inline constexpr gpu_path path_for = per_thread_gradients<Model>      ? gpu_path::registers
+                                     : tiled_fits<Model, T>()          ? gpu_path::tiled
+                                     : gpu::layered_supports<Model>    ? gpu_path::layered
+                                                                       : gpu_path::general;
 
 template <model Model, class T>
 constexpr bool check_gpu_model() {
   constexpr bool fits = path_for<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
   static_assert(fits,
-                "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers in float "
-                "(the tiled kernels); this one has other layers or double parameters");
+                "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers "
+                "(the tiled and layer-at-a-time kernels); this one has other layers");
   return fits;
+}
+
+// Whether a step takes the layered path under `regime`; a regime the model cannot
+// take is a shape_error.
+template <model Model, class T>
+bool takes_layered_path(gpu_regime regime) {
+  if constexpr (!gpu::layered_supports<Model>) {
+    if (regime == gpu_regime::layered)
+      throw shape_error("tapeless: gpu_regime::layered trains chains of dense layers only; this model is not one");
+    return false;
+  } else if constexpr (path_for<Model, T> == gpu_path::layered) {
+    if (regime == gpu_regime::fused)
+      throw shape_error("tapeless: gpu_regime::fused: this model's layers do not fit the fused kernels' shared memory "
+                        "(a tile of its activations needs over 200 KB); use gpu_regime::automatic or layered");
+    return true;
+  } else {
+    return regime == gpu_regime::layered;
+  }
 }
 
 inline int multiprocessors() {
@@ -148,9 +202,7 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
 template <model Model, class Loss, matmul_precision P>
 void launch_tiled(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
                   const device_matrix& y, int blocks, float* out, long* step_counter, cudaStream_t stream) {
-  constexpr std::size_t shared = gpu::tiled_layout<Model, P>::shared_floats * sizeof(float), limit = 200 * 1024;
-  static_assert(P != matmul_precision::fp32 || shared <= limit,
-                "tapeless: the model's activations for one tile exceed shared memory");
+  constexpr std::size_t shared = gpu::tiled_layout<Model, P>::shared_floats * sizeof(float), limit = tiled_shared_limit;
   if constexpr (shared > limit) {
     throw shape_error("tapeless: matmul_precision::tf32 needs " + std::to_string(shared) +
                       " bytes of shared memory for this model, more than the " + std::to_string(limit) +
@@ -199,21 +251,78 @@ T loss_scale(std::size_t batch) {
   return static_cast<T>(1.0 / Loss::denominator(Model::outputs, batch));
 }
 
-// One fused step (two kernels) on `stream`; the loss goes to s.loss and, when
+// What reduce_update_kernel writes after a step's sums: the loss, and either the
+// gradient (`grad`) or the optimizer's update of `params` (with its state, the step
+// counter, the loss history and the failure record).
+template <class Optimizer, class T>
+struct step_output {
+  T* loss;
+  T* grad = nullptr;
+  Optimizer optimizer{};
+  T* params = nullptr;
+  T* state = nullptr;
+  long* counter = nullptr;
+  T* history = nullptr;
+  long* failed = nullptr;
+};
+
+// Buffers sized for x's batch before a step is enqueued (never during a graph capture).
+template <model Model, class T>
+void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
+                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes) {
+  if constexpr (gpu::layered_supports<Model>) {
+    if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors());
+  }
+  if constexpr (path_for<Model, T> != gpu_path::layered) size_partials<Model, T>(batch, partials);
+}
+
+// One step's gradient sums on `stream` (the per-sample kernels, or the layered path's
+// GEMMs), then reduce_update_kernel; `params` are read, and updated when out.params is.
+template <model Model, class Loss, class T, class Optimizer>
+void enqueue_gradient(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
+                      const basic_device_matrix<T>& y, bool layered, thrust::device_vector<T>& partials,
+                      layered_workspace_for<Model, T>& workspace, matmul_precision precision,
+                      const step_output<Optimizer, T>& out, cudaStream_t stream) {
+  const T scale = loss_scale<T, Model, Loss>(x.batch());
+  const auto reduce = [&](const auto& view) {
+    gpu::launch_reduce_update<Model>(view, scale, out.loss, out.grad, out.optimizer, out.params, out.state,
+                                     out.counter, out.history, out.failed, stream);
+    TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  };
+  if constexpr (gpu::layered_supports<Model>) {
+    if (layered) {
+      gpu::layered_partial_sums(model, loss, params, x.data(), y.data(), x.batch(), workspace, out.counter, stream);
+      return reduce(workspace.view());
+    }
+  }
+  if constexpr (path_for<Model, T> != gpu_path::layered) {
+    const int blocks = launch_partials(model, loss, params, x, y, partials, out.counter, precision, stream);
+    reduce(gpu::block_partials<Model::parameter_count, T>{thrust::raw_pointer_cast(partials.data()), blocks});
+  }
+}
+
+// One training step of s on `stream`; the loss goes to s.loss and, when
 // `record_history`, to s.history (indexed from the fit's first step).
 template <model Model, class Optimizer, class T, class Loss>
 void enqueue_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const basic_device_matrix<T>& x,
                   const basic_device_matrix<T>& y, cudaStream_t stream, bool record_history) {
   T* params = thrust::raw_pointer_cast(s.params.data());
-  long* counter = thrust::raw_pointer_cast(s.step_counter.data());
-  const int blocks = launch_partials(s.model, loss, params, x, y, s.partials, counter, s.precision, stream);
-  gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(s.partials.data()), blocks,
-                                   loss_scale<T, Model, Loss>(x.batch()), thrust::raw_pointer_cast(s.loss.data()),
-                                   static_cast<T*>(nullptr), s.optimizer, params,
-                                   thrust::raw_pointer_cast(s.optimizer_state.data()), counter,
-                                   record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
-                                   thrust::raw_pointer_cast(s.failed.data()), stream);
-  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  const step_output<Optimizer, T> out{thrust::raw_pointer_cast(s.loss.data()),
+                                      nullptr,
+                                      s.optimizer,
+                                      params,
+                                      thrust::raw_pointer_cast(s.optimizer_state.data()),
+                                      thrust::raw_pointer_cast(s.step_counter.data()),
+                                      record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
+                                      thrust::raw_pointer_cast(s.failed.data())};
+  enqueue_gradient(s.model, loss, params, x, y, takes_layered_path<Model, T>(s.regime), s.partials, s.layered,
+                   s.precision, out, stream);
+}
+
+template <model Model, class Optimizer, class T>
+void prepare_step(const char* where, cuda_train_state<Model, Optimizer, T>& s, std::size_t batch) {
+  prepare_step<Model, T>(where, batch, takes_layered_path<Model, T>(s.regime), s.partials, s.layered,
+                         s.layered_chunk_bytes);
 }
 
 inline std::string failure_message(const char* where, long step, long kind) {
@@ -231,6 +340,7 @@ device_scalar<T> train_step(cuda_train_state<Model, Optimizer, T>& s, const Loss
                             const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("train_step", x, &y);
+  detail::prepare_step("train_step", s, x.batch());
   detail::enqueue_step(s, loss, x, y, 0, false);
   ++s.step;
   return {thrust::raw_pointer_cast(s.loss.data())};
@@ -283,10 +393,12 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   } else {
     const long counters[2] = {first_step, first_step};
     thrust::copy(counters, counters + 2, s.step_counter.begin());
-    detail::size_partials<Model>(x.batch(), s.partials);  // no allocation during capture
+    detail::prepare_step("fit", s, x.batch());  // no allocation during capture
     std::string settings(reinterpret_cast<const char*>(&loss), sizeof loss);
     settings.append(reinterpret_cast<const char*>(&s.optimizer), sizeof s.optimizer);
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
+    settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
+    settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
     const detail::graph_cache::key_type key{x.data(), y.data(), x.batch(), epochs, std::move(settings)};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
@@ -312,38 +424,50 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
 // The model's outputs for every sample of a device batch: (outputs, batch) on the device.
 template <model Model, class T>
 basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>& params,
-                             const basic_device_matrix<T>& x) {
+                             const basic_device_matrix<T>& x, gpu_regime regime = gpu_regime::automatic,
+                             std::size_t layered_chunk_bytes = std::size_t(64) << 20) {
   detail::check_batch<Model>("apply", x);
   detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
   basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
-  const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
-  detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(),
-                                             y.data());
-  TL_CUDA_CHECK_LAUNCH("apply_kernel");
+  if constexpr (detail::gpu::layered_supports<Model>) {
+    if (detail::takes_layered_path<Model, T>(regime)) {
+      detail::gpu::layered_workspace<Model, T> workspace;
+      workspace.prepare("apply", x.batch(), layered_chunk_bytes, detail::multiprocessors());
+      detail::gpu::layered_apply(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(), y.data(),
+                                 workspace);
+      return y;
+    }
+  }
+  if constexpr (detail::path_for<Model, T> != detail::gpu_path::layered) {
+    const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
+    detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(),
+                                               y.data());
+    TL_CUDA_CHECK_LAUNCH("apply_kernel");
+  }
   return y;
 }
 template <model Model, class Optimizer, class T>
 basic_device_matrix<T> apply(const cuda_train_state<Model, Optimizer, T>& s, const basic_device_matrix<T>& x) {
-  return apply(s.model, s.params, x);
+  return apply(s.model, s.params, x, s.regime, s.layered_chunk_bytes);
 }
 
 // Loss and gradient on the GPU, copied back (for checks and tools, not for training).
 template <class Loss, model Model, class T>
 loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model, const parameters<Model, T>& params,
                                            const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
-                                           matmul_precision precision = matmul_precision::fp32) {
+                                           matmul_precision precision = matmul_precision::fp32,
+                                           gpu_regime regime = gpu_regime::automatic,
+                                           std::size_t layered_chunk_bytes = std::size_t(64) << 20) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
   thrust::device_vector<T> p(params.data(), params.data() + P), grad(P), out(1), partials;
-  const int blocks =
-      detail::launch_partials(model, loss, thrust::raw_pointer_cast(p.data()), x, y, partials, nullptr, precision);
-  detail::gpu::launch_reduce_update<Model>(thrust::raw_pointer_cast(partials.data()), blocks,
-                                           detail::loss_scale<T, Model, Loss>(x.batch()),
-                                           thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data()),
-                                           sgd{}, static_cast<T*>(nullptr), static_cast<T*>(nullptr), nullptr,
-                                           static_cast<T*>(nullptr), nullptr, cudaStream_t(0));
-  TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  detail::layered_workspace_for<Model, T> workspace;
+  const bool layered = detail::takes_layered_path<Model, T>(regime);
+  detail::prepare_step<Model, T>("value_and_grad", x.batch(), layered, partials, workspace, layered_chunk_bytes);
+  detail::step_output<sgd, T> result_at{thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data())};
+  detail::enqueue_gradient(model, loss, thrust::raw_pointer_cast(p.data()), x, y, layered, partials, workspace,
+                           precision, result_at, cudaStream_t(0));
   loss_and_gradient<Model, T> result{out[0], parameters<Model, T>{}};
   thrust::copy(grad.begin(), grad.end(), result.gradient.data());
   return result;

@@ -1,0 +1,89 @@
+// Per-step GPU time of the layer-at-a-time path (cuda/layered.hpp) on models that do
+// not fit the tiled kernels, and an A/B of the two on the scaled fit's 1-64-64-1 (and
+// of the layered path's chunk size): fit() of `steps` full-batch Adam steps, tanh,
+// MSE, fp32, median of several runs (CUDA events), with TFLOP/s counted as
+// 6 * batch * In * Out per dense layer (forward, input delta, weight gradient).
+//   build-gpu/bench/layered_fit_gpu [repetitions]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tapeless/cuda.hpp"
+
+namespace {
+
+template <class Model>
+double flops_per_step(std::size_t batch) {
+  double f = 0;
+  [&]<std::size_t... L>(std::index_sequence<L...>) {
+    ((f += 6.0 * double(batch) * Model::template layer_type<L>::inputs * Model::template layer_type<L>::outputs), ...);
+  }(std::make_index_sequence<Model::depth>{});
+  return f;
+}
+
+template <class Model>
+void time_model(const char* name, const Model& model, std::size_t batch, int repetitions, tl::gpu_regime regime,
+                std::size_t chunk_bytes = std::size_t(64) << 20) {
+  constexpr std::size_t steps = 20;
+  tl::rng gen(7);
+  tl::basic_matrix<float> xh(Model::inputs, batch), yh(Model::outputs, batch);
+  for (float& v : xh.values()) v = float(gen.uniform(-1, 1));
+  for (std::size_t s = 0; s < batch; ++s)
+    for (std::size_t o = 0; o < Model::outputs; ++o) yh(o, s) = std::sin(3 * xh(0, s));
+  const auto x = tl::to_device(xh), y = tl::to_device(yh);
+  tl::cuda_train_state s(model, tl::init(model, gen), tl::adam{1e-3f});
+  s.regime = regime;
+  s.layered_chunk_bytes = chunk_bytes;
+  const tl::cuda_train_state initial = s;
+  cudaEvent_t start, stop;
+  TL_CUDA_CHECK(cudaEventCreate(&start));
+  TL_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> per_step;
+  for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
+    thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
+    thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
+    s.step = 0;
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+    TL_CUDA_CHECK(cudaEventRecord(start));
+    tl::fit(s, tl::mse, x, y, steps);
+    TL_CUDA_CHECK(cudaEventRecord(stop));
+    TL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
+  }
+  std::sort(per_step.begin(), per_step.end());
+  const double median = per_step[per_step.size() / 2];
+  std::printf("%s_b%zu_us %.1f   (%.2f TFLOP/s; %s)\n", name, batch, median,
+              flops_per_step<Model>(batch) / (median * 1e-6) / 1e12,
+              regime == tl::gpu_regime::layered ? "layered" : "automatic");
+}
+
+template <std::size_t W, std::size_t... I>
+auto tanh_mlp(std::index_sequence<I...>) {  // 2 -> W, (depth - 2) x W -> W, W -> 1
+  return tl::chain(tl::dense<2, W>(tl::tanh), (void(I), tl::dense<W, W>(tl::tanh))..., tl::dense<W, 1>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  tl::cuda_device(0);
+  const auto layered = tl::gpu_regime::layered, automatic = tl::gpu_regime::automatic;
+  const auto scaled = tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>());
+  time_model("scaled_tiled", scaled, std::size_t(1) << 20, reps, automatic);
+  for (std::size_t mb : {16, 64, 256})
+    time_model(("scaled_layered_chunk" + std::to_string(mb) + "MB").c_str(), scaled, std::size_t(1) << 20, reps,
+               layered, mb << 20);
+  const auto issue = tl::chain(tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu),
+                               tl::dense<128, 128>(tl::silu), tl::dense<128, 1>());
+  for (std::size_t b : {1000, 10000, 100000}) time_model("issue_2x128x128x128x1", issue, b, reps, automatic);
+  time_model("w256_d4", tanh_mlp<256>(std::make_index_sequence<2>{}), 100000, reps, automatic);
+  time_model("w512_d4", tanh_mlp<512>(std::make_index_sequence<2>{}), 100000, reps, automatic);
+  time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 100000, reps, automatic);
+  time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 1000, reps, automatic);
+  time_model("w64_d16", tanh_mlp<64>(std::make_index_sequence<14>{}), 100000, reps, automatic);
+}

@@ -1,0 +1,193 @@
+// The layer-at-a-time GPU path (cuda/layered.hpp) against the CPU: losses, gradients,
+// outputs and fits, for widths 1 to 1024, depth up to 16, odd batches, chunked
+// batches, float and double, and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "../support/gpu_main.hpp"
+#include "../support/model_check.hpp"
+
+namespace {
+
+using tl_test::random_batch;
+using tl_test::relative_difference;
+
+template <class T>
+tl::basic_matrix<T> cast(const tl::basic_matrix<double>& m) {
+  tl::basic_matrix<T> r(m.features(), m.batch());
+  for (std::size_t k = 0; k < m.size(); ++k) r.values()[k] = static_cast<T>(m.values()[k]);
+  return r;
+}
+
+// Loss and gradient through the layered path equal the CPU's: 1e-5 relative in
+// float, 1e-12 in double. `chunk_bytes` small forces many chunks and a partial last one.
+template <class T, class Model, class Loss>
+void expect_layered_equals_cpu(const Model& model, const Loss& loss, std::size_t batch, std::uint64_t seed,
+                               std::size_t chunk_bytes = std::size_t(64) << 20) {
+  tl::rng gen(seed);
+  auto params = tl::init<T>(model, gen);
+  for (T& v : tl::flat(params)) v += T(0.05) * T(gen.uniform(-1, 1));  // non-zero biases too
+  const auto x = cast<T>(random_batch(gen, Model::inputs, batch, -1.5, 1.5));
+  const auto y = cast<T>(random_batch(gen, Model::outputs, batch, 0.05, 1));
+  const auto cpu = tl::value_and_grad(loss, model, params, x, y);
+  const auto gpu = tl::value_and_grad(loss, model, params, tl::to_device(x), tl::to_device(y),
+                                      tl::matmul_precision::fp32, tl::gpu_regime::layered, chunk_bytes);
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  EXPECT_LE(std::abs(double(gpu.loss) - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance) << batch;
+  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), tolerance) << batch;
+  EXPECT_GT(std::abs(double(gpu.loss)), 0.0);
+}
+
+template <std::size_t W>
+auto three_layers() {
+  return tl::chain(tl::dense<2, W>(tl::tanh), tl::dense<W, W>(tl::gelu), tl::dense<W, 1>());
+}
+
+// The issue's model: does not fit the tiled kernels' shared memory.
+auto issue_model() {
+  return tl::chain(tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu),
+                   tl::dense<128, 1>());
+}
+
+template <std::size_t... I>
+auto deep_model(std::index_sequence<I...>) {  // 16 dense layers, 64 wide
+  return tl::chain(tl::dense<3, 64>(tl::tanh), (void(I), tl::dense<64, 64>(tl::tanh))..., tl::dense<64, 2>());
+}
+
+TEST(Layered, ChosenForModelsTooLargeForTheTiledKernels) {
+  static_assert(tl::detail::path_for<decltype(issue_model()), float> == tl::detail::gpu_path::layered);
+  static_assert(tl::detail::path_for<decltype(three_layers<1024>()), double> == tl::detail::gpu_path::layered);
+  static_assert(tl::detail::path_for<decltype(three_layers<64>()), float> == tl::detail::gpu_path::tiled);
+  SUCCEED();
+}
+
+TEST(Layered, WidthsAndOddBatchesMatchCpuFloat) {
+  for (std::size_t batch : {1u, 2u, 31u, 65537u}) {
+    expect_layered_equals_cpu<float>(three_layers<1>(), tl::mse, batch, 1);
+    expect_layered_equals_cpu<float>(three_layers<3>(), tl::mse, batch, 2);
+    expect_layered_equals_cpu<float>(three_layers<17>(), tl::mse, batch, 3);
+    expect_layered_equals_cpu<float>(issue_model(), tl::mse, batch, 4);
+  }
+  for (std::size_t batch : {1u, 31u, 1000u}) expect_layered_equals_cpu<float>(three_layers<1024>(), tl::mse, batch, 5);
+}
+
+TEST(Layered, WidthsAndOddBatchesMatchCpuDouble) {
+  for (std::size_t batch : {1u, 31u, 65537u}) {
+    expect_layered_equals_cpu<double>(three_layers<17>(), tl::mse, batch, 6);
+    expect_layered_equals_cpu<double>(issue_model(), tl::huber, batch, 7);
+  }
+  expect_layered_equals_cpu<double>(three_layers<1024>(), tl::mse, 300, 8);
+}
+
+TEST(Layered, DeepModelAndOtherLossesMatchCpu) {
+  const auto deep = deep_model(std::make_index_sequence<14>{});
+  static_assert(decltype(deep)::depth == 16);
+  expect_layered_equals_cpu<float>(deep, tl::mse, 5000, 9);
+  expect_layered_equals_cpu<double>(deep, tl::mse, 777, 10);
+  const auto classifier = tl::chain(tl::dense<4, 96>(tl::relu), tl::dense<96, 5>());
+  expect_layered_equals_cpu<float>(classifier, tl::softmax_cross_entropy, 4099, 11);
+}
+
+TEST(Layered, ManyChunksMatchOneChunk) {
+  // 20 KB of activations a chunk: the clamp makes it 4096 samples, so 10001 samples
+  // are 3 chunks, the last partial; the gradient rows add over chunks.
+  expect_layered_equals_cpu<float>(issue_model(), tl::mse, 10001, 12, 20 << 10);
+  expect_layered_equals_cpu<double>(three_layers<33>(), tl::mse, 9000, 13, 1);
+}
+
+TEST(Layered, ApplyMatchesCpu) {
+  const auto model = issue_model();
+  tl::rng gen(14);
+  const auto params = tl::init(model, gen);
+  const auto x = cast<float>(random_batch(gen, 2, 9001, -2, 2));
+  const auto cpu = tl::apply(model, params, x);
+  const thrust::device_vector<float> p(params.flat().begin(), params.flat().end());
+  const auto gpu = tl::to_host(tl::apply(model, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
+  EXPECT_LE(relative_difference(gpu.values(), cpu.values()), 1e-5);
+}
+
+// 50 Adam steps of the issue's model on both devices from the same start.
+TEST(Layered, FitMatchesCpu) {
+  const auto model = issue_model();
+  tl::rng gen(15);
+  const auto x = cast<float>(random_batch(gen, 2, 3000, -1, 1));
+  tl::basic_matrix<float> y(1, x.batch());
+  for (std::size_t s = 0; s < x.batch(); ++s) y(0, s) = std::sin(3 * x(0, s)) * std::cos(2 * x(1, s));
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, x, y, 50, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 50);
+  ASSERT_EQ(gpu_run.loss_history.size(), 50u);
+  for (std::size_t e = 0; e < 50; ++e)
+    EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]) << e;
+  EXPECT_LT(gpu_run.loss_history.back(), 0.9 * gpu_run.loss_history.front());
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+  // train_step and a second fit (the captured graph replayed) continue the same run.
+  const auto more_cpu = tl::fit(cpu, tl::mse, x, y, 5, {.progress = false});
+  const auto more_gpu = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 5);
+  EXPECT_NEAR(more_gpu.loss_history.back(), more_cpu.loss_history.back(), 1e-4 * more_cpu.loss_history.back());
+  EXPECT_EQ(gpu.step, 55);
+}
+
+// The regimes give the same training on a model both can take (the tiled kernels'
+// 1-64-64-1 and the per-thread seed model).
+TEST(Layered, ForcedLayeredEqualsFusedPaths) {
+  const auto wide = three_layers<64>();
+  const auto seed = tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>());
+  tl::rng gen(16);
+  const auto x = cast<float>(random_batch(gen, 2, 5000, -1, 1));
+  const auto y = cast<float>(random_batch(gen, 1, 5000, 0, 1));
+  tl::train_state cpu(wide, tl::init(wide, gen), tl::adam{1e-3f});
+  auto fused = tl::to_device(cpu, tl::default_device()), layered = fused;
+  layered.regime = tl::gpu_regime::layered;
+  const auto a = tl::fit(fused, tl::mse, tl::to_device(x), tl::to_device(y), 20);
+  const auto b = tl::fit(layered, tl::mse, tl::to_device(x), tl::to_device(y), 20);
+  for (std::size_t e = 0; e < 20; ++e) EXPECT_NEAR(a.loss_history[e], b.loss_history[e], 1e-5 * a.loss_history[e]);
+  expect_layered_equals_cpu<float>(seed, tl::mse, 700, 17);
+}
+
+TEST(Layered, NonFiniteInputThrowsAndKeepsParameters) {
+  const auto model = issue_model();
+  tl::rng gen(18);
+  auto x = cast<float>(random_batch(gen, 2, 6000, -1, 1));
+  const auto y = cast<float>(random_batch(gen, 1, 6000, 0, 1));
+  x(1, 5000) = std::numeric_limits<float>::infinity();
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto before = gpu.host_params();
+  try {
+    tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 3);
+    ADD_FAILURE() << "expected tl::numeric_error";
+  } catch (const tl::numeric_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not finite at step 1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gpu.step, 0);
+  EXPECT_EQ(relative_difference(gpu.host_params().flat(), before.flat()), 0.0);
+}
+
+TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
+  const auto model = issue_model();
+  tl::rng gen(19);
+  auto state = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{}), tl::default_device());
+  state.regime = tl::gpu_regime::fused;
+  const auto x = tl::to_device(cast<float>(random_batch(gen, 2, 100, -1, 1)));
+  const auto y = tl::to_device(cast<float>(random_batch(gen, 1, 100, 0, 1)));
+  EXPECT_THROW(tl::train_step(state, tl::mse, x, y), tl::shape_error);
+  const auto norm = tl::chain(tl::dense<2, 8>(tl::tanh), tl::layer_norm<8>(), tl::dense<8, 1>());
+  const auto p = tl::init(norm, gen);
+  EXPECT_THROW(tl::value_and_grad(tl::mse, norm, p, x, y, tl::matmul_precision::fp32, tl::gpu_regime::layered),
+               tl::shape_error);
+  try {
+    tl::detail::require_device_memory("fit", std::size_t(1) << 50, "a test's request");
+    ADD_FAILURE() << "expected tl::device_memory_error";
+  } catch (const tl::device_memory_error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB of device memory"), std::string::npos) << e.what();
+    EXPECT_GT(e.needed, e.available);
+  }
+}
+
+}  // namespace
