@@ -26,7 +26,8 @@ double flops_per_step(std::size_t batch) {
 
 template <class Model>
 void time_model(const char* name, const Model& model, std::size_t batch, int repetitions, tl::gpu_regime regime,
-                std::size_t chunk_bytes = std::size_t(64) << 20) {
+                std::size_t chunk_bytes = tl::detail::gpu::default_chunk_bytes,
+                tl::matmul_precision precision = tl::matmul_precision::fp32) {
   constexpr std::size_t steps = 20;
   tl::rng gen(7);
   tl::basic_matrix<float> xh(Model::inputs, batch), yh(Model::outputs, batch);
@@ -37,6 +38,7 @@ void time_model(const char* name, const Model& model, std::size_t batch, int rep
   tl::cuda_train_state s(model, tl::init(model, gen), tl::adam{1e-3f});
   s.regime = regime;
   s.layered_chunk_bytes = chunk_bytes;
+  s.precision = precision;
   const tl::cuda_train_state initial = s;
   cudaEvent_t start, stop;
   TL_CUDA_CHECK(cudaEventCreate(&start));
@@ -57,7 +59,8 @@ void time_model(const char* name, const Model& model, std::size_t batch, int rep
   }
   std::sort(per_step.begin(), per_step.end());
   const double median = per_step[per_step.size() / 2];
-  std::printf("%s_b%zu_us %.1f   (%.2f TFLOP/s; %s)\n", name, batch, median,
+  const char* names[] = {"fp32", "tf32", "bf16"};
+  std::printf("%s_%s_b%zu_us %.1f   (%.2f TFLOP/s; %s)\n", name, names[int(precision)], batch, median,
               flops_per_step<Model>(batch) / (median * 1e-6) / 1e12,
               regime == tl::gpu_regime::layered ? "layered" : "automatic");
 }
@@ -75,15 +78,17 @@ int main(int argc, char** argv) {
   const auto layered = tl::gpu_regime::layered, automatic = tl::gpu_regime::automatic;
   const auto scaled = tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>());
   time_model("scaled_tiled", scaled, std::size_t(1) << 20, reps, automatic);
-  for (std::size_t mb : {16, 64, 256})
+  for (std::size_t mb : {64, 512, 2048})
     time_model(("scaled_layered_chunk" + std::to_string(mb) + "MB").c_str(), scaled, std::size_t(1) << 20, reps,
                layered, mb << 20);
   const auto issue = tl::chain(tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu),
                                tl::dense<128, 128>(tl::silu), tl::dense<128, 1>());
+  const auto all = {tl::matmul_precision::fp32, tl::matmul_precision::tf32, tl::matmul_precision::bf16};
+  const auto chunk = tl::detail::gpu::default_chunk_bytes;
   for (std::size_t b : {1000, 10000, 100000}) time_model("issue_2x128x128x128x1", issue, b, reps, automatic);
-  time_model("w256_d4", tanh_mlp<256>(std::make_index_sequence<2>{}), 100000, reps, automatic);
-  time_model("w512_d4", tanh_mlp<512>(std::make_index_sequence<2>{}), 100000, reps, automatic);
-  time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 100000, reps, automatic);
+  for (auto p : all) time_model("w256_d4", tanh_mlp<256>(std::make_index_sequence<2>{}), 100000, reps, automatic, chunk, p);
+  for (auto p : all) time_model("w512_d4", tanh_mlp<512>(std::make_index_sequence<2>{}), 100000, reps, automatic, chunk, p);
+  for (auto p : all) time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 100000, reps, automatic, chunk, p);
   time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 1000, reps, automatic);
   time_model("w64_d16", tanh_mlp<64>(std::make_index_sequence<14>{}), 100000, reps, automatic);
 }

@@ -3,9 +3,11 @@
 // batches, float and double, and its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "../support/gpu_main.hpp"
@@ -148,6 +150,53 @@ TEST(Layered, ForcedLayeredEqualsFusedPaths) {
   const auto b = tl::fit(layered, tl::mse, tl::to_device(x), tl::to_device(y), 20);
   for (std::size_t e = 0; e < 20; ++e) EXPECT_NEAR(a.loss_history[e], b.loss_history[e], 1e-5 * a.loss_history[e]);
   expect_layered_equals_cpu<float>(seed, tl::mse, 700, 17);
+}
+
+// Tensor cores: TF32 (10-bit mantissas) and bf16 (8-bit) inputs with fp32 sums. Each
+// mode must really run (differ from fp32) and stay within its documented tolerance of
+// the CPU: 5e-3 (TF32) and 3e-2 (bf16) relative, on the loss and the gradient.
+TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
+  const auto model = issue_model();
+  for (std::size_t batch : {33u, 20000u}) {
+    tl::rng gen(batch);
+    auto params = tl::init(model, gen);
+    const auto xh = cast<float>(random_batch(gen, 2, batch, -1.5, 1.5));
+    const auto yh = cast<float>(random_batch(gen, 1, batch, 0.05, 1));
+    const auto x = tl::to_device(xh), y = tl::to_device(yh);
+    const auto cpu = tl::value_and_grad(tl::mse, model, params, xh, yh);
+    const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y);
+    for (const auto& [precision, tolerance] : {std::pair{tl::matmul_precision::tf32, 5e-3},
+                                              std::pair{tl::matmul_precision::bf16, 3e-2}}) {
+      const auto low = tl::value_and_grad(tl::mse, model, params, x, y, precision);
+      const double loss_error = std::abs(double(low.loss) - double(cpu.loss)) / double(cpu.loss);
+      const double gradient_error = relative_difference(low.gradient.flat(), cpu.gradient.flat());
+      std::printf("%s, batch %zu: loss %.2e, gradient %.2e from the CPU (fp32 path: %.2e)\n",
+                  precision == tl::matmul_precision::tf32 ? "tf32" : "bf16", batch, loss_error, gradient_error,
+                  relative_difference(fp32.gradient.flat(), cpu.gradient.flat()));
+      EXPECT_LE(loss_error, tolerance);
+      EXPECT_LE(gradient_error, tolerance);
+      EXPECT_GT(relative_difference(low.gradient.flat(), fp32.gradient.flat()), 1e-6);  // the mode ran
+    }
+  }
+}
+
+TEST(Layered, Bf16FitTracksFp32) {  // fp32 master weights and Adam state: bf16 trains as fp32 does
+  const auto model = issue_model();
+  tl::rng gen(21);
+  const auto x = cast<float>(random_batch(gen, 2, 4096, -1, 1));
+  tl::basic_matrix<float> y(1, x.batch());
+  for (std::size_t s = 0; s < x.batch(); ++s) y(0, s) = std::sin(3 * x(0, s)) * std::cos(2 * x(1, s));
+  auto fp32 = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{1e-3f}), tl::default_device());
+  auto bf16 = fp32;
+  bf16.precision = tl::matmul_precision::bf16;
+  const auto a = tl::fit(fp32, tl::mse, tl::to_device(x), tl::to_device(y), 100);
+  const auto b = tl::fit(bf16, tl::mse, tl::to_device(x), tl::to_device(y), 100);
+  double differ = 0;
+  for (std::size_t e = 0; e < 100; ++e) {
+    EXPECT_NEAR(b.loss_history[e], a.loss_history[e], 0.05 * a.loss_history[e]) << e;
+    differ = std::max(differ, std::abs(b.loss_history[e] - a.loss_history[e]));
+  }
+  EXPECT_GT(differ, 0.0);  // the bf16 products ran
 }
 
 TEST(Layered, NonFiniteInputThrowsAndKeepsParameters) {

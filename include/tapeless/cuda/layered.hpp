@@ -7,8 +7,9 @@
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
 // with the bias and activation fused into the forward GEMM's epilogue and the
 // activation's derivative into the input delta's (cuda/gemm.hpp). Activations and
-// deltas live in global memory, one chunk at a time (`chunk_bytes`, sized so that a
-// chunk's activations can stay in the 60 MB L2). A layer's weight gradient is split
+// deltas live in global memory, one chunk at a time (`chunk_bytes`: fewer, larger
+// chunks measured faster on the H200 than L2-sized ones, whose extra launches cost
+// more than the HBM traffic they save; docs/performance.md). A layer's weight gradient is split
 // over samples into `slices` rows (enough blocks to fill the device); each chunk adds
 // to the same rows, and reduce_update_kernel sums them with the per-sample losses
 // (summed by cub::DeviceReduce into one value) and applies the optimizer.
@@ -41,6 +42,8 @@ template <class Model>
 inline constexpr bool layered_supports = is_dense_chain<Model>::value;
 
 // Where layer L's weights are, and its units' values in a chunk's workspace.
+inline constexpr std::size_t default_chunk_bytes = std::size_t(512) << 20;
+
 template <class Model>
 inline constexpr std::size_t unit_count = Model::template output_offset<Model::depth>;
 
@@ -71,12 +74,13 @@ struct layered_plan {
   }
 
  private:
-  // Two waves of blocks over the weight gradient's tiles, each slice at least 256 samples.
+  // Two waves of blocks over the weight gradient's tiles, each slice at least 64
+  // samples (shorter chains of dependent slab loads for small batches).
   template <class Layer>
   static unsigned slices_for(std::size_t chunk, int multiprocessors) {
     const std::size_t tiles = gemm_tiles(Layer::outputs) * gemm_tiles(Layer::inputs + 1);
     const std::size_t wanted = (2 * std::size_t(multiprocessors) + tiles - 1) / tiles;
-    return unsigned(std::clamp<std::size_t>(std::min(wanted, (chunk + 255) / 256), 1, 4096));
+    return unsigned(std::clamp<std::size_t>(std::min(wanted, (chunk + 63) / 64), 1, 4096));
   }
 };
 
@@ -196,9 +200,21 @@ __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope
 
 inline unsigned loss_blocks(std::size_t rows) { return unsigned(std::min<std::size_t>((rows + 255) / 256, 4096)); }
 
+// Calls f(std::integral_constant<matmul_precision, P>) for the run-time precision;
+// double has no tensor-core products, so it instantiates fp32 only.
+template <class T, class F>
+void with_precision(matmul_precision precision, F f) {
+  using P = matmul_precision;
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == P::tf32) return f(std::integral_constant<P, P::tf32>{});
+    if (precision == P::bf16) return f(std::integral_constant<P, P::bf16>{});
+  }
+  f(std::integral_constant<P, P::fp32>{});
+}
+
 // Forward of one chunk of `rows` samples. Layer l's outputs and slopes go to the
 // workspace, except the last layer's outputs when `last_out` is given (apply).
-template <class Model, class T>
+template <matmul_precision Precision, class Model, class T>
 void layered_forward(const Model& model, const T* params, const T* x, std::size_t rows, std::size_t chunk, T* units,
                      T* last_out, bool keep_slopes, cudaStream_t stream) {
   [&]<std::size_t... L>(std::index_sequence<L...>) {
@@ -208,7 +224,7 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
       T* out = (L + 1 == Model::depth && last_out) ? last_out : units + Model::template output_offset<L> * chunk;
       T* slope = keep_slopes ? units + (unit_count<Model> + Model::template output_offset<L>) * chunk : nullptr;
       const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
-      launch_gemm(operand<T, row_major>{in, layer::inputs}, operand<T, col_major>{w, layer::inputs}, rows,
+      launch_gemm<Precision>(operand<T, row_major>{in, layer::inputs}, operand<T, col_major>{w, layer::inputs}, rows,
                   layer::outputs, layer::inputs, 1,
                   forward_epilogue<decltype(layer::activation), T>{model.template sublayer<L>().activation,
                                                                   w + layer::bias_offset, out, slope, layer::outputs},
@@ -219,7 +235,7 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
 }
 
 // Backward of one chunk, from the last layer's deltas (in its slope rows).
-template <class Model, class T>
+template <matmul_precision Precision, class Model, class T>
 void layered_backward(const Model&, const T* params, const T* x, std::size_t rows, std::size_t chunk, T* units,
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
   T* partials = thrust::raw_pointer_cast(ws.partials.data());
@@ -231,14 +247,14 @@ void layered_backward(const Model&, const T* params, const T* x, std::size_t row
       constexpr std::size_t In = layer::inputs, Out = layer::outputs;
       const T* in = L == 0 ? x : units + Model::template output_offset<L - (L > 0)> * chunk;
       T* delta = units + (unit_count<Model> + Model::template output_offset<L>) * chunk;
-      launch_gemm(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
+      launch_gemm<Precision>(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
                   ws.plan.slices[L], weight_gradient_epilogue<layer, T>{partials + ws.plan.base[L], flag, accumulate},
                   stream);
       TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
       if constexpr (L > 0) {
         const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
         T* previous = units + (unit_count<Model> + Model::template output_offset<L - 1>) * chunk;
-        launch_gemm(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
+        launch_gemm<Precision>(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
                     input_delta_epilogue<T>{previous, In}, stream);
         TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
       }
@@ -246,12 +262,10 @@ void layered_backward(const Model&, const T* params, const T* x, std::size_t row
   }(std::make_index_sequence<Model::depth>{});
 }
 
-// Every chunk forward and backward, then the loss sum: the partials are then ready
-// for reduce_update_kernel through ws.view(). ws.prepare() must have run for x's batch.
-template <class Model, class Loss, class T>
-void layered_partial_sums(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
-                          std::size_t batch, layered_workspace<Model, T>& ws, long* step_counter,
-                          cudaStream_t stream) {
+// Every chunk forward, loss and backward, at one precision.
+template <matmul_precision Precision, class Model, class Loss, class T>
+void layered_chunks(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
+                    std::size_t batch, layered_workspace<Model, T>& ws, long* step_counter, cudaStream_t stream) {
   constexpr std::size_t In = Model::inputs, Out = Model::outputs;
   const std::size_t chunk = ws.plan.chunk;
   T* units = thrust::raw_pointer_cast(ws.units.data());
@@ -259,17 +273,31 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
   T* loss_and_flag = thrust::raw_pointer_cast(ws.loss_and_flag.data());
   for (std::size_t first = 0; first < batch; first += chunk) {
     const std::size_t rows = std::min(chunk, batch - first);
-    layered_forward(model, params, x + first * In, rows, chunk, units, static_cast<T*>(nullptr), true, stream);
+    layered_forward<Precision>(model, params, x + first * In, rows, chunk, units, static_cast<T*>(nullptr), true,
+                               stream);
     T* last_slope = units + (unit_count<Model> + Model::template output_offset<Model::depth - 1>) * chunk;
     loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
         loss, units + Model::template output_offset<Model::depth - 1> * chunk, y + first * Out, last_slope, rows,
         losses + first, loss_and_flag, step_counter, first == 0);
     TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
-    layered_backward(model, params, x + first * In, rows, chunk, units, ws, first > 0, stream);
+    layered_backward<Precision>(model, params, x + first * In, rows, chunk, units, ws, first > 0, stream);
   }
+}
+
+// A step's sums: every chunk, then the per-sample losses added by CUB into one value;
+// the partials are then ready for reduce_update_kernel through ws.view().
+// ws.prepare() must have run for x's batch.
+template <class Model, class Loss, class T>
+void layered_partial_sums(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
+                          std::size_t batch, layered_workspace<Model, T>& ws, matmul_precision precision,
+                          long* step_counter, cudaStream_t stream) {
+  with_precision<T>(precision, [&](auto p) {
+    layered_chunks<decltype(p)::value>(model, loss, params, x, y, batch, ws, step_counter, stream);
+  });
   std::size_t storage = ws.reduce_storage.size();
-  TL_CUDA_CHECK(cub::DeviceReduce::Sum(thrust::raw_pointer_cast(ws.reduce_storage.data()), storage, losses,
-                                       loss_and_flag, batch, stream));
+  TL_CUDA_CHECK(cub::DeviceReduce::Sum(thrust::raw_pointer_cast(ws.reduce_storage.data()), storage,
+                                       thrust::raw_pointer_cast(ws.sample_losses.data()),
+                                       thrust::raw_pointer_cast(ws.loss_and_flag.data()), batch, stream));
 }
 
 // The model's outputs for a batch, chunk by chunk, into y ((outputs, batch)).
@@ -279,8 +307,8 @@ void layered_apply(const Model& model, const T* params, const T* x, std::size_t 
   const std::size_t chunk = ws.plan.chunk;
   T* units = thrust::raw_pointer_cast(ws.units.data());
   for (std::size_t first = 0; first < batch; first += chunk)
-    layered_forward(model, params, x + first * Model::inputs, std::min(chunk, batch - first), chunk, units,
-                    y + first * Model::outputs, false, cudaStream_t(0));
+    layered_forward<matmul_precision::fp32>(model, params, x + first * Model::inputs, std::min(chunk, batch - first),
+                                            chunk, units, y + first * Model::outputs, false, cudaStream_t(0));
 }
 
 }  // namespace tl::detail::gpu

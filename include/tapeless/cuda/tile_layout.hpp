@@ -12,10 +12,12 @@
 #include "tapeless/nn/dense.hpp"
 
 namespace tl {
-// How the tiled kernels multiply layers whose widths are both multiples of 16:
-// fp32 FMAs (the default, exact as the CPU path), or tensor cores on TF32 inputs (10
-// mantissa bits, fp32 sums; gradients agree with fp32 to about 1e-3).
-enum class matmul_precision { fp32, tf32 };
+// How dense layers' products are multiplied on the GPU: fp32 FMAs (the default, as
+// exact as the CPU path), or tensor cores with fp32 sums on TF32 inputs (10 mantissa
+// bits; the tiled kernels for layers whose widths are multiples of 16, and the
+// layer-at-a-time path) or on bfloat16 inputs (8 bits; the layer-at-a-time path, which
+// automatic choice then takes). Parameters and optimizer state stay fp32 either way.
+enum class matmul_precision { fp32, tf32, bf16 };
 }  // namespace tl
 
 namespace tl::detail::gpu {

@@ -1,0 +1,235 @@
+// One training step's kernels on a CUDA device, chosen by the model's type and the
+// state's settings (docs/design.md, "GPU paths"): the per-sample kernels (per-thread
+// registers, tiled, general), or the layer-at-a-time GEMMs (cuda/layered.hpp), then
+// reduce_update_kernel. cuda/train.hpp builds the user's calls on these.
+#pragma once
+
+#include <thrust/device_vector.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/layered.hpp"
+#include "tapeless/cuda/tiled.hpp"
+#include "tapeless/train/state.hpp"
+
+namespace tl::detail {
+struct no_workspace {};
+// The layered path's buffers, for the models it can train.
+template <class Model, class T>
+using layered_workspace_for =
+    std::conditional_t<gpu::layered_supports<Model>, gpu::layered_workspace<Model, T>, no_workspace>;
+
+// Parameters, optimizer state and the per-step partials, checked before allocating.
+template <model Model, class Optimizer, class T>
+std::size_t checked_parameter_count() {
+  constexpr std::size_t P = Model::parameter_count;
+  require_device_memory("cuda_train_state", sizeof(T) * P * (Optimizer::state_slots + 3),
+                        "the model's " + std::to_string(P) + " parameters, their optimizer state and gradient");
+  return P;
+}
+
+inline constexpr int step_threads = 256;
+// Models with more gradient sums than this per thread use the tiled or general kernels.
+inline constexpr std::size_t per_thread_gradient_limit = 256;
+// The general kernel keeps P + 1 sums per thread in local memory: past this many
+// parameters a non-dense model is refused at compile time.
+inline constexpr std::size_t general_parameter_limit = 8192;
+inline constexpr int general_threads = 64;
+
+template <model Model>
+inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
+
+// The tiled kernels keep one tile's activations in shared memory: up to this much.
+inline constexpr std::size_t tiled_shared_limit = 200 * 1024;
+template <model Model, class T>
+constexpr bool tiled_fits() {
+  if constexpr (gpu::tiled_supports<Model, T>)
+    return gpu::tiled_layout<Model, matmul_precision::fp32>::shared_floats * sizeof(float) <= tiled_shared_limit;
+  else return false;
+}
+
+enum class gpu_path { registers, tiled, layered, general };
+template <model Model, class T>
+inline constexpr gpu_path path_for = per_thread_gradients<Model>      ? gpu_path::registers
+                                     : tiled_fits<Model, T>()          ? gpu_path::tiled
+                                     : gpu::layered_supports<Model>    ? gpu_path::layered
+                                                                       : gpu_path::general;
+
+template <model Model, class T>
+constexpr bool check_gpu_model() {
+  constexpr bool fits = path_for<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
+  static_assert(fits,
+                "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers "
+                "(the tiled and layer-at-a-time kernels); this one has other layers");
+  return fits;
+}
+
+// Whether a step takes the layered path under `regime`; a regime the model cannot
+// take is a shape_error. bf16 products exist on the layered path only.
+template <model Model, class T>
+bool takes_layered_path(gpu_regime regime, matmul_precision precision = matmul_precision::fp32) {
+  if constexpr (!gpu::layered_supports<Model>) {
+    if (regime == gpu_regime::layered || precision == matmul_precision::bf16)
+      throw shape_error(std::string("tapeless: ") +
+                        (regime == gpu_regime::layered ? "gpu_regime::layered" : "matmul_precision::bf16") +
+                        " applies to chains of dense layers only; this model is not one");
+    return false;
+  } else if constexpr (path_for<Model, T> == gpu_path::layered) {
+    if (regime == gpu_regime::fused)
+      throw shape_error("tapeless: gpu_regime::fused: this model's layers do not fit the fused kernels' shared memory "
+                        "(a tile of its activations needs over 200 KB); use gpu_regime::automatic or layered");
+    return true;
+  } else {
+    if (precision == matmul_precision::bf16 && regime == gpu_regime::fused)
+      throw shape_error("tapeless: matmul_precision::bf16 runs on the layer-at-a-time path only, not gpu_regime::fused");
+    return regime == gpu_regime::layered || precision == matmul_precision::bf16;
+  }
+}
+
+inline int multiprocessors() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    TL_CUDA_CHECK(cudaGetDevice(&device));
+    TL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+template <model Model, class T>
+int step_blocks(std::size_t batch) {
+  if constexpr (path_for<Model, T> == gpu_path::registers) {
+    return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
+  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+    // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
+    return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
+  } else {
+    return static_cast<int>(std::min<std::size_t>((batch + general_threads - 1) / general_threads,
+                                                  4 * multiprocessors()));
+  }
+}
+
+// Grows `partials` to one row per block (outside any graph capture).
+template <model Model, class T>
+int size_partials(std::size_t batch, thrust::device_vector<T>& partials) {
+  const int blocks = step_blocks<Model, T>(batch);
+  const std::size_t row = gpu::partial_row<Model::parameter_count>;
+  if (partials.size() < blocks * row) partials.resize(blocks * row);
+  return blocks;
+}
+
+// Raises a kernel's dynamic shared memory limit once, when it needs more than 48 KB.
+template <class Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes) {
+  if (bytes > 48 * 1024) TL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <model Model, class Loss, matmul_precision P>
+void launch_tiled(const Model& model, const Loss& loss, const float* params, const device_matrix& x,
+                  const device_matrix& y, int blocks, float* out, long* step_counter, cudaStream_t stream) {
+  constexpr std::size_t shared = gpu::tiled_layout<Model, P>::shared_floats * sizeof(float), limit = tiled_shared_limit;
+  if constexpr (shared > limit) {
+    throw shape_error("tapeless: matmul_precision::tf32 needs " + std::to_string(shared) +
+                      " bytes of shared memory for this model, more than the " + std::to_string(limit) +
+                      " available; use fp32");
+  } else {
+    static const bool configured = (allow_shared(gpu::tiled_partial_sums_kernel<Model, Loss, P>, shared), true);
+    (void)configured;
+    gpu::tiled_partial_sums_kernel<Model, Loss, P><<<blocks, gpu::tiled_threads, shared, stream>>>(
+        model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("tiled_partial_sums_kernel");
+  }
+}
+
+// Kernel 1 of the per-step path; leaves one row of partial sums per block in
+// `partials`. `precision` applies to the tiled path.
+template <model Model, class Loss, class T>
+int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
+                    const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
+                    matmul_precision precision, cudaStream_t stream = 0) {
+  constexpr std::size_t N = Model::parameter_count + 1;
+  const int blocks = size_partials<Model>(x.batch(), partials);
+  T* out = thrust::raw_pointer_cast(partials.data());
+  if constexpr (path_for<Model, T> == gpu_path::registers) {
+    const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(T);
+    gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
+                                                                       x.batch(), out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
+  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+    if (precision == matmul_precision::tf32)
+      launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
+    else
+      launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
+  } else if constexpr (check_gpu_model<Model, T>()) {
+    constexpr std::size_t shared = (general_threads / gpu::warp_size) * N * sizeof(T);
+    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T>, shared), true);
+    (void)configured;
+    gpu::general_partial_sums_kernel<Model, Loss, T><<<blocks, general_threads, shared, stream>>>(
+        model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("general_partial_sums_kernel");
+  }
+  return blocks;
+}
+
+template <class T, model Model, class Loss>
+T loss_scale(std::size_t batch) {
+  return static_cast<T>(1.0 / Loss::denominator(Model::outputs, batch));
+}
+
+// What reduce_update_kernel writes after a step's sums: the loss, and either the
+// gradient (`grad`) or the optimizer's update of `params` (with its state, the step
+// counter, the loss history and the failure record).
+template <class Optimizer, class T>
+struct step_output {
+  T* loss;
+  T* grad = nullptr;
+  Optimizer optimizer{};
+  T* params = nullptr;
+  T* state = nullptr;
+  long* counter = nullptr;
+  T* history = nullptr;
+  long* failed = nullptr;
+};
+
+// Buffers sized for x's batch before a step is enqueued (never during a graph capture).
+template <model Model, class T>
+void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
+                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes) {
+  if constexpr (gpu::layered_supports<Model>) {
+    if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors());
+  }
+  if constexpr (path_for<Model, T> != gpu_path::layered) size_partials<Model, T>(batch, partials);
+}
+
+// One step's gradient sums on `stream` (the per-sample kernels, or the layered path's
+// GEMMs), then reduce_update_kernel; `params` are read, and updated when out.params is.
+template <model Model, class Loss, class T, class Optimizer>
+void enqueue_gradient(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
+                      const basic_device_matrix<T>& y, bool layered, thrust::device_vector<T>& partials,
+                      layered_workspace_for<Model, T>& workspace, matmul_precision precision,
+                      const step_output<Optimizer, T>& out, cudaStream_t stream) {
+  const T scale = loss_scale<T, Model, Loss>(x.batch());
+  const auto reduce = [&](const auto& view) {
+    gpu::launch_reduce_update<Model>(view, scale, out.loss, out.grad, out.optimizer, out.params, out.state,
+                                     out.counter, out.history, out.failed, stream);
+    TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
+  };
+  if constexpr (gpu::layered_supports<Model>) {
+    if (layered) {
+      gpu::layered_partial_sums(model, loss, params, x.data(), y.data(), x.batch(), workspace, precision, out.counter,
+                                stream);
+      return reduce(workspace.view());
+    }
+  }
+  if constexpr (path_for<Model, T> != gpu_path::layered) {
+    const int blocks = launch_partials(model, loss, params, x, y, partials, out.counter, precision, stream);
+    reduce(gpu::block_partials<Model::parameter_count, T>{thrust::raw_pointer_cast(partials.data()), blocks});
+  }
+}
+
+}  // namespace tl::detail
