@@ -226,6 +226,8 @@ def skip(act, w, d, b, peer, why):
 def main(argv):
     a = parse_args(argv)
     if a.device == "cpu": os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # JAX takes 75% of the GPU's memory at start by default, and torch could then get none.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     available, versions = {}, []
     try:
         import jax
