@@ -74,7 +74,7 @@ struct options {
   double target_ms = 100;      // steps per fit: about this long, from a probe step
   std::size_t min_steps = 2, max_steps = 2000;
   double max_step_s = 5;       // skip a cell whose step is estimated longer than this
-  double assume_gflops = 20;   // the rate of that estimate (measured rates: bench/grid/README.md)
+  double assume_gflops = 20;   // the rate of that estimate (bench/grid/README.md)
   std::string command;         // how this run was started, printed with the results
 };
 
@@ -156,8 +156,8 @@ inline void print_measurement(const char* act, std::size_t depth, std::size_t ba
                               int reps) {
   const double flops = step_flops(depth, batch);
   print_cell_head(act, depth, batch);
-  std::printf("tapeless_us=%.3f steps=%zu reps=%d gflop=%.6g tflops=%.4f params=%zu loss=%.5g\n", m.us_per_step,
-              m.steps, reps, flops * 1e-9, flops / (m.us_per_step * 1e-6) * 1e-12, parameter_count(depth), m.loss);
+  std::printf("tapeless_us=%.3f steps=%zu reps=%d gflop=%.6g gflops=%.4g params=%zu loss=%.5g\n", m.us_per_step,
+              m.steps, reps, flops * 1e-9, flops / (m.us_per_step * 1e-6) * 1e-9, parameter_count(depth), m.loss);
   std::fflush(stdout);
 }
 

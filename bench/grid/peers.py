@@ -278,7 +278,7 @@ def main(argv):
                             x, y = make_data(b)
                             us, steps, compile_s, loss = peers[peer].measure(x, y, a)
                             emit(act, w, d, b, f"{peer}_us={us:.3f} steps={steps} reps={a.reps} "
-                                 f"compile_s={compile_s:.2f} tflops={flops / us * 1e-6:.4f} loss={loss:.5g}")
+                                 f"compile_s={compile_s:.2f} gflops={flops / us * 1e-3:.4g} loss={loss:.5g}")
                         except Exception as e:  # noqa: BLE001 - out of memory or a compile failure: say so, go on
                             skip(act, w, d, b, peer, f"failed: {type(e).__name__}: {str(e)[:200]}")
     print(f"# peers done in {time.perf_counter() - start:.1f} s", flush=True)

@@ -20,7 +20,7 @@ def read_cells(paths):
             cell = cells[(words[1], int(keys.pop("w")), int(keys.pop("d")), int(keys.pop("b")))]
             for k, v in keys.items():
                 if k.endswith("_us") or k.endswith("_skip"): cell[k] = v
-                elif k == "tflops" and "tapeless_us" in keys: cell["tapeless_tflops"] = v
+                elif k == "gflops" and "tapeless_us" in keys: cell["tapeless_tflops"] = f"{float(v) * 1e-3:.4g}"
     return cells, heads
 
 
