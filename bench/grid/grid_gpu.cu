@@ -84,7 +84,13 @@ void run_model(const grid::options& o, const char* name, const Act& act) {
 int main(int argc, char** argv) {
   // 20 TFLOP/s: between the small cells' rate and the fp32 peak (about 67).
   const grid::options o = grid::parse(argc, argv, 20000);
-  const tl::device dev = tl::cuda_device(0);  // throws, with the reason, where no GPU is usable
+  tl::device dev;
+  try {
+    dev = tl::cuda_device(0);
+  } catch (const tl::cuda_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
   cudaDeviceProp prop;
   TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
   std::printf("# tapeless grid, GPU %s, width %zu: %s\n", prop.name, grid::width, o.command.c_str());
