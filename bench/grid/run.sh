@@ -67,21 +67,27 @@ for w in ${widths//,/ }; do targets+=("bench/grid_${device}_w$w"); done
 start=$(date +%s.%N)
 ninja -C "$builddir" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
   { grep -B2 -A12 -m3 error "$out/build.log" | head -60; exit 1; }
-echo "build of ${#targets[@]} drivers: $(echo "$(date +%s.%N) - $start" | bc -l | xargs printf %.1f) s (ninja -j$(nproc); 0 when up to date)"
+since() { awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }  # awk: bc may be missing
+echo "build of ${#targets[@]} drivers: $(since "$start") s (ninja -j$(nproc); 0 when up to date)"
 
-: >"$out/tapeless.txt"
-for t in "${targets[@]}"; do
-  "$builddir/$t" --depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" --target-ms "$target_ms" \
-    --max-step-s "$max_step_s" | tee -a "$out/tapeless.txt" | grep -v "_skip=" || true
-done
-: >"$out/peers.txt"
-if [ "$run_peers" = 1 ]; then
-  PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$widths" --depths "$depths" \
+: >"$out/tapeless.txt"; : >"$out/peers.txt"; : >"$out/peers.err"
+# Width by width, tapeless then the peers on the cells it measured: on a shared machine,
+# both sides of a ratio see about the same load.
+peers_spent=0
+for w in ${widths//,/ }; do
+  "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" \
+    --target-ms "$target_ms" --max-step-s "$max_step_s" >"$out/tapeless_w$w.txt"
+  grep -v "_skip=" "$out/tapeless_w$w.txt"; cat "$out/tapeless_w$w.txt" >>"$out/tapeless.txt"
+  [ "$run_peers" = 1 ] || continue
+  left=$(awk -v a="$budget" -v b="$peers_spent" 'BEGIN { print a - b }'); start=$(date +%s.%N)
+  PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" --depths "$depths" \
     --batches "$batches" --acts "$acts" --peers "$peers" --reps "$reps" --target-ms "$target_ms" \
-    --max-step-s "$max_step_s" --budget "$budget" --cells-from "$out/tapeless.txt" 2>"$out/peers.err" |
-    tee "$out/peers.txt" | grep -v "_skip=" || true
-  [ -s "$out/peers.err" ] && tail -5 "$out/peers.err"
-fi
+    --max-step-s "$max_step_s" --budget "$left" --cells-from "$out/tapeless_w$w.txt" 2>>"$out/peers.err" |
+    tee -a "$out/peers.txt" | grep -v "_skip=" || true
+  peers_spent=$(awk -v a="$peers_spent" -v b="$(since "$start")" 'BEGIN { print a + b }')
+  rm "$out/tapeless_w$w.txt"
+done
+[ -s "$out/peers.err" ] && tail -5 "$out/peers.err"
 echo
 "$python" bench/grid/report.py --device "$device" --png "$out/heatmap.png" "$out/tapeless.txt" "$out/peers.txt" |
   tee "$out/table.md"
