@@ -11,7 +11,9 @@ R2-sequence inputs and y = sin(x0) cos(x1). Peers (--peers):
                      size of a model recompiles once for all sizes); torch_eager: no compile
 Timing as the tapeless drivers: a first call compiles (its time is compile_s), a probe
 step sizes the fits to about --target-ms, a warm-up fit, then the median over --reps fits,
-in us/step. --cells-from FILE (the drivers' output) measures only the cells tapeless ran.
+in us/step. --cells-from FILE (the drivers' output) measures only the cells tapeless ran,
+and the fori loops then take tapeless' steps per fit: their trip count is static (XLA
+knows the loop's length), so a probe would cost a second compilation.
 One line per cell and peer: `cell tanh w=64 d=4 b=10000 jax_fori_us=... steps=... compile_s=...`.
     python3 bench/grid/peers.py --device cpu|gpu [--widths 16,64] [--depths 2,4] [--batches 1e3,1e4]
         [--acts tanh,gelu] [--peers jax_jit,jax_fori] [--reps 5] [--budget 600] ..."""
@@ -130,7 +132,7 @@ class JaxPeer:
         z = jax.tree.map(jnp.zeros_like, p)
         self.state = (p, z, jax.tree.map(jnp.zeros_like, p), jnp.float32(0))
 
-    def measure(self, x, y, a):
+    def measure(self, x, y, a, steps=None):
         jax, jnp = self.jax, self.jnp
         with jax.default_matmul_precision(self.precision):
             xd, yd = jnp.asarray(x), jnp.asarray(y)
@@ -145,6 +147,10 @@ class JaxPeer:
                 jax.block_until_ready(loss)
                 return time.perf_counter() - t0, float(loss)
 
+            if self.loop and steps:  # tapeless' loop length: one compilation, which the warm-up fit pays
+                first = run(steps)[0]
+                us, loss = median_fit(run, steps, a.reps)
+                return us, steps, first - us * steps * 1e-6, loss
             compile_s = run(1)[0]
             steps = steps_for(a, run(1)[0])
             run(steps)  # the warm-up fit (and the loop's compilation for this many steps)
@@ -182,7 +188,7 @@ class TorchPeer:
     def sync(self):
         if self.dev == "cuda": self.torch.cuda.synchronize()
 
-    def measure(self, x, y, a):
+    def measure(self, x, y, a, steps=None):  # steps: not used, a probe step sizes the fits
         torch = self.torch
         xt = torch.tensor(np.ascontiguousarray(x.T), device=self.dev)
         yt = torch.tensor(np.ascontiguousarray(y.T), device=self.dev)
@@ -206,12 +212,12 @@ def steps_for(a, probe_seconds):
 
 
 def cells_in(path):
-    """The (act, w, d, b) of the cells a driver's output measured (bench/grid/report.py reads the same lines)."""
-    cells = set()
+    """(act, w, d, b) -> steps per fit of the cells a driver's output measured."""
+    cells = {}
     for line in open(path):
         words = shlex.split(line) if line.startswith("cell ") else []
         keys = dict(word.split("=", 1) for word in words[2:] if "=" in word)
-        if "tapeless_us" in keys: cells.add((words[1], int(keys["w"]), int(keys["d"]), int(keys["b"])))
+        if "tapeless_us" in keys: cells[(words[1], int(keys["w"]), int(keys["d"]), int(keys["b"]))] = int(keys["steps"])
     return cells
 
 
@@ -276,7 +282,7 @@ def main(argv):
                                 cls = JaxPeer if peer.startswith("jax") else TorchPeer
                                 peers[peer] = cls(peer, w, d, act, a.device)
                             x, y = make_data(b)
-                            us, steps, compile_s, loss = peers[peer].measure(x, y, a)
+                            us, steps, compile_s, loss = peers[peer].measure(x, y, a, only and only[(act, w, d, b)])
                             emit(act, w, d, b, f"{peer}_us={us:.3f} steps={steps} reps={a.reps} "
                                  f"compile_s={compile_s:.2f} gflops={flops / us * 1e-3:.4g} loss={loss:.5g}")
                         except Exception as e:  # noqa: BLE001 - out of memory or a compile failure: say so, go on
