@@ -1,0 +1,101 @@
+// The benchmark grid on the GPU (nvcc), one hidden width per executable
+// (bench/grid/grid.hpp): per cell, full-batch Adam steps timed through tl::fit on
+// device batches, the whole loop (one launch for small models, else the per-step
+// kernels replayed as a CUDA graph), as the median of several fits after a warm-up
+// fit of the same length; one line per cell.
+//   build-gpu/bench/grid_gpu_w64 [--depths 2,4,8] [--batches 1e3,1e6] [--acts tanh] [--reps 5] ...
+// (bash bench/grid/run.sh gpu builds and runs them with the peers.)
+#include "tapeless/cuda.hpp"
+
+#include "grid.hpp"
+
+// Today the tiled kernels keep one 64-sample tile of every layer's activations in
+// shared memory, and a model whose tile does not fit is a compile error ("activations
+// for one tile exceed shared memory"). Until the layer-at-a-time path lands, only
+// these hidden widths are built per depth (the widest that fit); raise them, or
+// define GRID_GPU_ALL_WIDTHS, then.
+#ifndef GRID_GPU_MAX_WIDTH_D2
+#define GRID_GPU_MAX_WIDTH_D2 256
+#endif
+#ifndef GRID_GPU_MAX_WIDTH_D4
+#define GRID_GPU_MAX_WIDTH_D4 64
+#endif
+#ifndef GRID_GPU_MAX_WIDTH_D8
+#define GRID_GPU_MAX_WIDTH_D8 32
+#endif
+
+namespace {
+
+constexpr bool gpu_builds(std::size_t depth) {
+#ifdef GRID_GPU_ALL_WIDTHS
+  return depth > 0;
+#else
+  const std::size_t limit = depth <= 2 ? GRID_GPU_MAX_WIDTH_D2 : depth <= 4 ? GRID_GPU_MAX_WIDTH_D4 : GRID_GPU_MAX_WIDTH_D8;
+  return grid::width <= limit;
+#endif
+}
+
+template <class Model>
+grid::measurement time_cells(const Model& model, const tl::device_matrix& x, const tl::device_matrix& y,
+                             const grid::options& o) {
+  tl::rng gen(42);
+  tl::cuda_train_state state(model, tl::init(model, gen), tl::adam{1e-3});
+  // Two probe fits of 2 steps (the first captures a graph of that length), then a
+  // warm-up fit of the timed length, which captures the graph the timed fits replay.
+  tl::fit(state, tl::mse, x, y, 2);
+  const std::size_t steps = grid::steps_for(o, tl::fit(state, tl::mse, x, y, 2).seconds / 2);
+  tl::fit(state, tl::mse, x, y, steps);
+  std::vector<double> per_step;
+  double loss = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    // The timed fits continue training from the state before: a step costs the same.
+    const auto run = tl::fit(state, tl::mse, x, y, steps);  // its seconds end after a device synchronization
+    per_step.push_back(run.seconds * 1e6 / double(steps));
+    loss = run.loss_history.back();
+  }
+  return {grid::median(per_step), steps, loss};
+}
+
+template <std::size_t Depth, class Act>
+void run_model(const grid::options& o, const char* name, const Act& act) {
+  if (!grid::wanted(o.depths, Depth) || std::find(o.acts.begin(), o.acts.end(), name) == o.acts.end()) return;
+  for (const std::size_t batch : o.batches) {
+    if constexpr (!gpu_builds(Depth)) {
+      grid::print_skip(name, Depth, batch,
+                       "not built: the tiled kernels' shared memory (GRID_GPU_MAX_WIDTH_D* in grid_gpu.cu)");
+    } else {
+      if (const std::string why = grid::too_slow(o, Depth, batch); !why.empty()) {
+        grid::print_skip(name, Depth, batch, why);
+        continue;
+      }
+      try {
+        const tl::matrix hx = grid::make_x(batch), hy = grid::make_y(hx);
+        const tl::device_matrix x = hx | tl::cuda_device(), y = hy | tl::cuda_device();
+        grid::print_measurement(name, Depth, batch, time_cells(grid::make_mlp<Depth>(act), x, y, o), o.reps);
+      } catch (const std::exception& e) {  // a diverging fit, no memory: say so, go on
+        grid::print_skip(name, Depth, batch, std::string("failed: ") + e.what());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // 20 TFLOP/s: between the small cells' rate and the fp32 peak (about 67).
+  const grid::options o = grid::parse(argc, argv, 20000);
+  tl::device dev;
+  try {
+    dev = tl::cuda_device(0);
+  } catch (const tl::cuda_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  cudaDeviceProp prop;
+  TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
+  std::printf("# tapeless grid, GPU %s, width %zu: %s\n", prop.name, grid::width, o.command.c_str());
+  grid::for_each_depth([&](auto depth) {
+    run_model<depth()>(o, "tanh", tl::tanh);
+    run_model<depth()>(o, "gelu", tl::gelu);
+  });
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The benchmark grid in one command: builds the tapeless drivers it needs (one per
+# width), times the cells, runs the peers on the cells tapeless measured, prints a
+# markdown table (best peer / tapeless) and writes a heat map PNG.
+#   bash bench/grid/run.sh [cpu|gpu] [--small|--full] [--widths 16,64] [--depths 2,4]
+#        [--batches 1e3,1e4] [--acts tanh,gelu] [--peers jax_fori,...] [--reps N]
+#        [--target-ms MS] [--max-step-s S] [--budget S] [--no-peers]
+# Modes (options after the mode override it):
+#   cpu           the whole grid, tanh and gelu, peers jax_jit and jax_fori; hours on 2 cores
+#   cpu --small   widths 16-256, depths 2-4, batches 1e3-1e5, tanh: a few minutes on 2 cores
+#   gpu           about 6 minutes on an H200 with the builds: tanh, every width the GPU
+#                 driver builds, all batches, peers jax_fori and jax_fori_highest within a
+#                 150 s budget (the whole loop: JAX's fastest form on the GPU so far)
+#   gpu --full    tanh and gelu, also jax_jit, jax_jit_highest and torch_compile, no budget
+#   gpu --small   a smoke test: widths 16, 64, 256, depths 2-4, batches 1e4 and 1e6
+# Output under $OUT when set, else build/grid-cpu or build-gpu/grid-gpu: tapeless.txt,
+# peers.txt, table.md, heatmap.png. Peers run under $PYTHON (default python3), which needs
+# jax (CPU: pip install jax numpy into a venv) and, for torch_compile, torch.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+device=cpu
+if [ "${1:-}" = cpu ] || [ "${1:-}" = gpu ]; then device=$1; shift; fi
+widths=16,32,64,128,256,512,1024 depths=2,4,8 batches=1000,10000,100000,1000000 acts=tanh,gelu
+reps=5 target_ms=100 max_step_s=5 budget=1000000000 peers="" run_peers=1
+if [ "$device" = cpu ]; then peers=jax_jit,jax_fori
+else acts=tanh max_step_s=2 target_ms=50 budget=150 peers=jax_fori,jax_fori_highest; fi
+while [ $# -gt 0 ]; do
+  case $1 in
+    --small)
+      if [ "$device" = cpu ]; then widths=16,32,64,128,256 depths=2,4 batches=1000,10000,100000 acts=tanh reps=3 target_ms=50
+      else widths=16,64,256 depths=2,4 batches=10000,1000000 acts=tanh reps=3; fi ;;
+    --full) acts=tanh,gelu budget=1000000000 max_step_s=5
+      [ "$device" = gpu ] && peers=jax_fori,jax_fori_highest,jax_jit,jax_jit_highest,torch_compile ;;
+    --widths) widths=$2; shift ;;
+    --depths) depths=$2; shift ;;
+    --batches) batches=$2; shift ;;
+    --acts) acts=$2; shift ;;
+    --peers) peers=$2; shift ;;
+    --reps) reps=$2; shift ;;
+    --target-ms) target_ms=$2; shift ;;
+    --max-step-s) max_step_s=$2; shift ;;
+    --budget) budget=$2; shift ;;
+    --no-peers) run_peers=0 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
+  esac
+  shift
+done
+python=${PYTHON:-python3}
+meson=$(command -v meson || echo "$PWD/.venv/bin/meson")
+if [ "$device" = cpu ]; then
+  builddir=build
+  [ -d build/meson-info ] || bash .ci/setup -Dbenchmarks=true || exit 1
+else
+  builddir=build-gpu
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+  if [ ! -d build-gpu/meson-info ]; then
+    "$meson" setup build-gpu -Dcuda=enabled -Dbenchmarks=true >/tmp/grid-setup.log 2>&1 || { cat /tmp/grid-setup.log; exit 1; }
+  fi
+fi
+out=${OUT:-$builddir/grid-$device}; mkdir -p "$out"
+echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null) $(nproc) cores: bash bench/grid/run.sh $device" \
+     "--widths $widths --depths $depths --batches $batches --acts $acts --reps $reps --target-ms $target_ms" \
+     "--max-step-s $max_step_s --peers $peers --budget $budget" | tee "$out/command.txt"
+
+targets=()
+for w in ${widths//,/ }; do targets+=("bench/grid_${device}_w$w"); done
+start=$(date +%s.%N)
+ninja -C "$builddir" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
+  { grep -B2 -A12 -m3 error "$out/build.log" | head -60; exit 1; }
+since() { awk -v a="$(date +%s.%N)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }  # awk: bc may be missing
+echo "build of ${#targets[@]} drivers: $(since "$start") s (ninja -j$(nproc); 0 when up to date)"
+
+: >"$out/tapeless.txt"; : >"$out/peers.txt"; : >"$out/peers.err"
+# Width by width, tapeless then the peers on the cells it measured: on a shared machine,
+# both sides of a ratio see about the same load.
+peers_spent=0
+for w in ${widths//,/ }; do
+  "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" \
+    --target-ms "$target_ms" --max-step-s "$max_step_s" >"$out/width.txt"
+  grep -v "_skip=" "$out/width.txt"; cat "$out/width.txt" >>"$out/tapeless.txt"
+  { [ "$run_peers" = 1 ] && grep -q tapeless_us= "$out/width.txt"; } || continue
+  left=$(awk -v a="$budget" -v b="$peers_spent" 'BEGIN { print a - b }'); start=$(date +%s.%N)
+  PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" --depths "$depths" \
+    --batches "$batches" --acts "$acts" --peers "$peers" --reps "$reps" --target-ms "$target_ms" \
+    --max-step-s "$max_step_s" --budget "$left" --cells-from "$out/width.txt" 2>>"$out/peers.err" |
+    tee -a "$out/peers.txt" | grep -v "_skip=" || true
+  peers_spent=$(awk -v a="$peers_spent" -v b="$(since "$start")" 'BEGIN { print a + b }')
+done
+rm -f "$out/width.txt"
+[ -s "$out/peers.err" ] && tail -5 "$out/peers.err"
+echo
+"$python" bench/grid/report.py --device "$device" --png "$out/heatmap.png" "$out/tapeless.txt" "$out/peers.txt" |
+  tee "$out/table.md"
