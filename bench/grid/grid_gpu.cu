@@ -9,31 +9,7 @@
 
 #include "grid.hpp"
 
-// Today the tiled kernels keep one 64-sample tile of every layer's activations in
-// shared memory, and a model whose tile does not fit is a compile error ("activations
-// for one tile exceed shared memory"). Until the layer-at-a-time path lands, only
-// these hidden widths are built per depth (the widest that fit); raise them, or
-// define GRID_GPU_ALL_WIDTHS, then.
-#ifndef GRID_GPU_MAX_WIDTH_D2
-#define GRID_GPU_MAX_WIDTH_D2 256
-#endif
-#ifndef GRID_GPU_MAX_WIDTH_D4
-#define GRID_GPU_MAX_WIDTH_D4 64
-#endif
-#ifndef GRID_GPU_MAX_WIDTH_D8
-#define GRID_GPU_MAX_WIDTH_D8 32
-#endif
-
 namespace {
-
-constexpr bool gpu_builds(std::size_t depth) {
-#ifdef GRID_GPU_ALL_WIDTHS
-  return depth > 0;
-#else
-  const std::size_t limit = depth <= 2 ? GRID_GPU_MAX_WIDTH_D2 : depth <= 4 ? GRID_GPU_MAX_WIDTH_D4 : GRID_GPU_MAX_WIDTH_D8;
-  return grid::width <= limit;
-#endif
-}
 
 template <class Model>
 grid::measurement time_cells(const Model& model, const tl::device_matrix& x, const tl::device_matrix& y,
@@ -60,21 +36,16 @@ template <std::size_t Depth, class Act>
 void run_model(const grid::options& o, const char* name, const Act& act) {
   if (!grid::wanted(o.depths, Depth) || std::find(o.acts.begin(), o.acts.end(), name) == o.acts.end()) return;
   for (const std::size_t batch : o.batches) {
-    if constexpr (!gpu_builds(Depth)) {
-      grid::print_skip(name, Depth, batch,
-                       "not built: the tiled kernels' shared memory (GRID_GPU_MAX_WIDTH_D* in grid_gpu.cu)");
-    } else {
-      if (const std::string why = grid::too_slow(o, Depth, batch); !why.empty()) {
-        grid::print_skip(name, Depth, batch, why);
-        continue;
-      }
-      try {
-        const tl::matrix hx = grid::make_x(batch), hy = grid::make_y(hx);
-        const tl::device_matrix x = hx | tl::cuda_device(), y = hy | tl::cuda_device();
-        grid::print_measurement(name, Depth, batch, time_cells(grid::make_mlp<Depth>(act), x, y, o), o.reps);
-      } catch (const std::exception& e) {  // a diverging fit, no memory: say so, go on
-        grid::print_skip(name, Depth, batch, std::string("failed: ") + e.what());
-      }
+    if (const std::string why = grid::too_slow(o, Depth, batch); !why.empty()) {
+      grid::print_skip(name, Depth, batch, why);
+      continue;
+    }
+    try {
+      const tl::matrix hx = grid::make_x(batch), hy = grid::make_y(hx);
+      const tl::device_matrix x = hx | tl::cuda_device(), y = hy | tl::cuda_device();
+      grid::print_measurement(name, Depth, batch, time_cells(grid::make_mlp<Depth>(act), x, y, o), o.reps);
+    } catch (const std::exception& e) {  // a diverging fit, no memory: say so, go on
+      grid::print_skip(name, Depth, batch, std::string("failed: ") + e.what());
     }
   }
 }
