@@ -62,7 +62,7 @@ void time_model(const char* name, const Model& model, std::size_t batch, int rep
   const char* names[] = {"fp32", "tf32", "bf16"};
   std::printf("%s_%s_b%zu_us %.1f   (%.2f TFLOP/s; %s)\n", name, names[int(precision)], batch, median,
               flops_per_step<Model>(batch) / (median * 1e-6) / 1e12,
-              regime == tl::gpu_regime::layered ? "layered" : "automatic");
+              regime == tl::gpu_regime::layered ? "layered" : regime == tl::gpu_regime::fused ? "fused" : "automatic");
 }
 
 template <std::size_t W, std::size_t... I>
@@ -91,4 +91,10 @@ int main(int argc, char** argv) {
   for (auto p : all) time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 100000, reps, automatic, chunk, p);
   time_model("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 1000, reps, automatic);
   time_model("w64_d16", tanh_mlp<64>(std::make_index_sequence<14>{}), 100000, reps, automatic);
+  // Wide and shallow (a thin weight gradient over many samples), and both paths on a
+  // model both can take.
+  time_model("w1024_d2", tanh_mlp<1024>(std::make_index_sequence<0>{}), 1000000, reps, automatic);
+  time_model("w512_d2", tanh_mlp<512>(std::make_index_sequence<0>{}), 1000000, reps, automatic);
+  time_model("w256_d2_tiled", tanh_mlp<256>(std::make_index_sequence<0>{}), 1000000, reps, automatic);
+  time_model("w256_d2_layered", tanh_mlp<256>(std::make_index_sequence<0>{}), 1000000, reps, layered);
 }

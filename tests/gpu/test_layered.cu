@@ -64,6 +64,11 @@ TEST(Layered, ChosenForModelsTooLargeForTheTiledKernels) {
   static_assert(tl::detail::path_for<decltype(issue_model()), float> == tl::detail::gpu_path::layered);
   static_assert(tl::detail::path_for<decltype(three_layers<1024>()), double> == tl::detail::gpu_path::layered);
   static_assert(tl::detail::path_for<decltype(three_layers<64>()), float> == tl::detail::gpu_path::tiled);
+  // Wide and shallow: too wide for a tile in shared memory; the general kernel could
+  // hold its 4097 sums, but automatic choice takes the GEMMs.
+  using wide_shallow = decltype(tl::chain(tl::dense<2, 1024>(tl::tanh), tl::dense<1024, 1>()));
+  static_assert(tl::detail::path_for<wide_shallow, float> == tl::detail::gpu_path::layered);
+  static_assert(tl::detail::fused_path<wide_shallow, float> == tl::detail::gpu_path::general);
   SUCCEED();
 }
 

@@ -74,13 +74,18 @@ struct layered_plan {
   }
 
  private:
-  // Two waves of blocks over the weight gradient's tiles, each slice at least 64
-  // samples (shorter chains of dependent slab loads for small batches).
+  // Enough slices for two waves of blocks over the weight gradient's tiles, and at most
+  // ~1024 samples a slice: a slice's slabs are read one after another, so a thin
+  // layer's gradient (2 -> 512: 8 tiles) over 10^5 samples in few slices is a long
+  // chain of dependent loads. Bounded by 2^25 partial values a layer (the rows are
+  // written and read once a step) and by 64 samples a slice.
   template <class Layer>
   static unsigned slices_for(std::size_t chunk, int multiprocessors) {
     const std::size_t tiles = gemm_tiles(Layer::outputs) * gemm_tiles(Layer::inputs + 1);
-    const std::size_t wanted = (2 * std::size_t(multiprocessors) + tiles - 1) / tiles;
-    return unsigned(std::clamp<std::size_t>(std::min(wanted, (chunk + 63) / 64), 1, 4096));
+    const std::size_t waves = (2 * std::size_t(multiprocessors) + tiles - 1) / tiles;
+    const std::size_t wanted = std::max(waves, (chunk + 1023) / 1024);
+    const std::size_t most = std::min<std::size_t>((chunk + 63) / 64, (std::size_t(1) << 25) / Layer::parameter_count);
+    return unsigned(std::clamp<std::size_t>(std::min(wanted, most), 1, 1 << 16));
   }
 };
 

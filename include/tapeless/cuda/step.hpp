@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/kernels.hpp"
@@ -44,13 +45,24 @@ inline constexpr int general_threads = 64;
 template <model Model>
 inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
 
+// fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
+// block's time grows with that work, the per-step kernels' stays near 10 µs a step
+// up to ~10^5 samples. Measured on the H200 (docs/performance.md, the grid): 1-16-1
+// tanh takes 3.7 µs a step in one block at 1000 samples (66 k) and 23.7 at 10^4 (660
+// k), where the per-step kernels take ~10.
+inline constexpr std::size_t one_block_work = std::size_t(1) << 17;
+
 // The tiled kernels keep one tile's activations in shared memory: up to this much.
 inline constexpr std::size_t tiled_shared_limit = 200 * 1024;
 template <model Model, class T>
-constexpr bool tiled_fits() {
+constexpr bool tiled_possible() {
   if constexpr (gpu::tiled_supports<Model, T>)
     return gpu::tiled_layout<Model, matmul_precision::fp32>::shared_floats * sizeof(float) <= tiled_shared_limit;
   else return false;
+}
+template <model Model, class T>
+constexpr bool tiled_fits() {
+  return tiled_possible<Model, T>();
 }
 
 enum class gpu_path { registers, tiled, layered, general };
@@ -60,9 +72,19 @@ inline constexpr gpu_path path_for = per_thread_gradients<Model>      ? gpu_path
                                      : gpu::layered_supports<Model>    ? gpu_path::layered
                                                                        : gpu_path::general;
 
+// The per-sample ("fused") kernels a model can take, and whether it can take any: a
+// dense chain too large for all of them trains on the layered path only.
+template <model Model, class T>
+inline constexpr gpu_path fused_path = per_thread_gradients<Model> ? gpu_path::registers
+                                       : tiled_possible<Model, T>() ? gpu_path::tiled
+                                                                    : gpu_path::general;
+template <model Model, class T>
+inline constexpr bool fused_available = !gpu::layered_supports<Model> || fused_path<Model, T> != gpu_path::general ||
+                                        Model::parameter_count <= general_parameter_limit;
+
 template <model Model, class T>
 constexpr bool check_gpu_model() {
-  constexpr bool fits = path_for<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
+  constexpr bool fits = fused_path<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
   static_assert(fits,
                 "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers "
                 "(the tiled and layer-at-a-time kernels); this one has other layers");
@@ -79,15 +101,17 @@ bool takes_layered_path(gpu_regime regime, matmul_precision precision = matmul_p
                         (regime == gpu_regime::layered ? "gpu_regime::layered" : "matmul_precision::bf16") +
                         " applies to chains of dense layers only; this model is not one");
     return false;
-  } else if constexpr (path_for<Model, T> == gpu_path::layered) {
-    if (regime == gpu_regime::fused)
-      throw shape_error("tapeless: gpu_regime::fused: this model's layers do not fit the fused kernels' shared memory "
-                        "(a tile of its activations needs over 200 KB); use gpu_regime::automatic or layered");
-    return true;
   } else {
-    if (precision == matmul_precision::bf16 && regime == gpu_regime::fused)
-      throw shape_error("tapeless: matmul_precision::bf16 runs on the layer-at-a-time path only, not gpu_regime::fused");
-    return regime == gpu_regime::layered || precision == matmul_precision::bf16;
+    if (regime == gpu_regime::fused) {
+      if (precision == matmul_precision::bf16)
+        throw shape_error("tapeless: matmul_precision::bf16 runs on the layer-at-a-time path only, not gpu_regime::fused");
+      if (!fused_available<Model, T>)
+        throw shape_error("tapeless: gpu_regime::fused: this model's layers do not fit the fused kernels' shared memory "
+                          "(a tile of its activations needs over 200 KB); use gpu_regime::automatic or layered");
+      return false;
+    }
+    return regime == gpu_regime::layered || precision == matmul_precision::bf16 ||
+           path_for<Model, T> == gpu_path::layered;
   }
 }
 
@@ -103,9 +127,9 @@ inline int multiprocessors() {
 
 template <model Model, class T>
 int step_blocks(std::size_t batch) {
-  if constexpr (path_for<Model, T> == gpu_path::registers) {
+  if constexpr (fused_path<Model, T> == gpu_path::registers) {
     return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
-  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+  } else if constexpr (fused_path<Model, T> == gpu_path::tiled) {
     // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
     return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
   } else {
@@ -155,12 +179,12 @@ int launch_partials(const Model& model, const Loss& loss, const T* params, const
   constexpr std::size_t N = Model::parameter_count + 1;
   const int blocks = size_partials<Model>(x.batch(), partials);
   T* out = thrust::raw_pointer_cast(partials.data());
-  if constexpr (path_for<Model, T> == gpu_path::registers) {
+  if constexpr (fused_path<Model, T> == gpu_path::registers) {
     const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(T);
     gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
                                                                        x.batch(), out, step_counter);
     TL_CUDA_CHECK_LAUNCH("partial_sums_kernel");
-  } else if constexpr (path_for<Model, T> == gpu_path::tiled) {
+  } else if constexpr (fused_path<Model, T> == gpu_path::tiled) {
     if (precision == matmul_precision::tf32)
       launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
     else
@@ -203,7 +227,7 @@ void prepare_step(const char* where, std::size_t batch, bool layered, thrust::de
   if constexpr (gpu::layered_supports<Model>) {
     if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors());
   }
-  if constexpr (path_for<Model, T> != gpu_path::layered) size_partials<Model, T>(batch, partials);
+  if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);
 }
 
 // One step's gradient sums on `stream` (the per-sample kernels, or the layered path's
@@ -226,7 +250,7 @@ void enqueue_gradient(const Model& model, const Loss& loss, const T* params, con
       return reduce(workspace.view());
     }
   }
-  if constexpr (path_for<Model, T> != gpu_path::layered) {
+  if constexpr (fused_available<Model, T>) {
     const int blocks = launch_partials(model, loss, params, x, y, partials, out.counter, precision, stream);
     reduce(gpu::block_partials<Model::parameter_count, T>{thrust::raw_pointer_cast(partials.data()), blocks});
   }

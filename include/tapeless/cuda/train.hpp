@@ -162,7 +162,8 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   thrust::fill(s.failed.begin(), s.failed.end(), -1L);
   const auto start = std::chrono::steady_clock::now();
   bool one_block = false;
-  if constexpr (detail::per_thread_gradients<Model>) one_block = options.one_launch && x.batch() <= 16384;
+  if constexpr (detail::per_thread_gradients<Model>)
+    one_block = options.one_launch && x.batch() * (Model::parameter_count + 1) <= detail::one_block_work;
   if (one_block) {
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
       using layout = detail::gpu::one_block_layout<Model, Optimizer, T>;
@@ -227,7 +228,7 @@ basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>&
       return y;
     }
   }
-  if constexpr (detail::path_for<Model, T> != detail::gpu_path::layered) {
+  if constexpr (detail::fused_available<Model, T>) {
     const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
     detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(),
                                                y.data());
