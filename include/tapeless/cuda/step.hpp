@@ -99,7 +99,8 @@ bool takes_layered_path(gpu_regime regime, matmul_precision precision = matmul_p
     if (regime == gpu_regime::layered || precision == matmul_precision::bf16)
       throw shape_error(std::string("tapeless: ") +
                         (regime == gpu_regime::layered ? "gpu_regime::layered" : "matmul_precision::bf16") +
-                        " applies to chains of dense layers only; this model is not one");
+                        " applies to chains of dense layers of more than 255 parameters; this model is not one "
+                        "(smaller chains train on the per-thread kernels)");
     return false;
   } else {
     if (regime == gpu_regime::fused) {
