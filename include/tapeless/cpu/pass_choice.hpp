@@ -46,7 +46,7 @@ struct is_dense_chain<chain<Layers...>> : std::bool_constant<(sizeof...(Layers) 
 
 // The blocked pass can run the model: a chain of dense layers.
 template <class Model>
-inline constexpr bool blocked_pass_runs = is_dense_chain<Model>::value;
+inline constexpr bool blocked_pass_runs = is_dense_chain<std::remove_cv_t<Model>>::value;
 
 template <class Model>
 constexpr bool hidden_layers_wide() {
@@ -58,7 +58,7 @@ constexpr bool hidden_layers_wide() {
 template <class Model>
 constexpr cpu_pass pass_by_type() {
   if constexpr (!blocked_pass_runs<Model>) return cpu_pass::lanes;
-  else if constexpr (cpu_pass_for<Model> != cpu_pass::automatic) return cpu_pass_for<Model>;
+  else if constexpr (cpu_pass_for<std::remove_cv_t<Model>> != cpu_pass::automatic) return cpu_pass_for<std::remove_cv_t<Model>>;
   else return hidden_layers_wide<Model>() ? cpu_pass::blocked : cpu_pass::lanes;
 }
 
