@@ -201,6 +201,27 @@ TEST(BlockedPass, ThreadsDeterministicAndCloseToOneThread) {
   }
 }
 
+// Past 2^17 parameters the weights are packed, the threads' sums joined and the
+// optimizer's update applied in parts on the pool: the same values as in one part.
+TEST(BlockedPass, LargeModelPackJoinAndUpdateInParts) {
+  const auto model = tl::chain(tl::dense<2, 512>(tl::tanh), tl::dense<512, 300>(tl::tanh), tl::dense<300, 1>());
+  constexpr std::size_t P = decltype(model)::parameter_count;
+  static_assert(P >= 2 * tl::detail::cpu_values_per_thread);
+  expect_passes_agree<float>(model, 64, 1e-5);
+  tl::rng gen(4);
+  const auto x = random_matrix<float>(gen, 2, 64);
+  const auto y = random_matrix<float>(gen, 1, 64);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.01f});
+  for (int step = 0; step < 2; ++step) tl::train_step(state, tl::mse, x, y);
+  auto params = state.params;
+  auto slots = state.optimizer_state;
+  const auto g = run_pass<cpu_pass::blocked>(model, tl::mse, params, x, y, 0);
+  tl::detail::optimizer_step(state.optimizer, state.step + 1, params.data(), g.gradient.data(), slots.data(), P);
+  tl::train_step(state, tl::mse, x, y);
+  for (std::size_t k = 0; k < P; ++k) ASSERT_EQ(state.params.flat()[k], params.flat()[k]) << k;
+  EXPECT_EQ(state.optimizer_state, slots);
+}
+
 TEST(PassChoice, ByTypeAndOverride) {
   static_assert(tl::detail::pass_by_type<decltype(width_32())>() == cpu_pass::blocked);
   static_assert(tl::detail::pass_by_type<decltype(width_33())>() == cpu_pass::blocked);

@@ -37,6 +37,7 @@ struct cpu_workspace {
   std::vector<T> lane_gradient;       // per thread: [parameter][lane]
   std::vector<double> wide_gradient;  // per thread: [parameter]
   std::vector<double> loss;           // per thread
+  std::vector<double> check;          // per part of the join: 0 unless a sum is not finite
   simd::aligned_buffer<T> packed;     // the blocked pass's weights, rearranged once a step
 };
 template <class T>
@@ -116,14 +117,18 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
       using pass_type = blocked_chain<Model, T>;
       threads = cpu_step_threads(threads, batch, P, blocked_work_per_thread);
       if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
-      pass_type::pack(params, ws.packed.data());
-      ws.wide_gradient.assign(threads * P, 0.0);
+      T* packed = ws.packed.data();
+      const std::size_t pack_parts = cpu_threads_for_values(pass_type::packed_size);
+      for_each_part(pack_parts, pack_parts, [&](std::size_t part, std::size_t, std::size_t) {
+        pass_type::pack(params, packed, part, pack_parts);
+      });
+      ws.wide_gradient.resize(threads * P);
       ws.loss.assign(threads, 0.0);
-      const T* packed = ws.packed.data();
       for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
         thread_local simd::aligned_buffer<T> buffer(pass_type::buffer_size);  // per model type and thread
-        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, buffer.data(),
-                                           ws.wide_gradient.data() + t * P);
+        double* sums = ws.wide_gradient.data() + t * P;
+        std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
+        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, buffer.data(), sums);
       });
     }
   }
@@ -140,13 +145,21 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   double total = 0.0;
   for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
   const double scale = 1.0 / Loss::denominator(Model::outputs, batch);
+  // Each parameter's sum over threads in thread order, whichever part computes it.
+  const std::size_t join_parts = cpu_threads_for_values(P);
+  ws.check.assign(join_parts, 0.0);
+  for_each_part(P, join_parts, [&](std::size_t part, std::size_t first, std::size_t last) {
+    double check = 0.0;
+    for (std::size_t p = first; p < last; ++p) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
+      grad[p] = static_cast<T>(sum * scale);
+      check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
+    }
+    ws.check[part] = check;
+  });
   double check = 0.0;
-  for (std::size_t p = 0; p < P; ++p) {
-    double sum = 0.0;
-    for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
-    grad[p] = static_cast<T>(sum * scale);
-    check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
-  }
+  for (const double c : ws.check) check += c;
   return {static_cast<T>(total * scale), check == 0.0};
 }
 

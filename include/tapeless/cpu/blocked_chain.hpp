@@ -65,9 +65,10 @@ struct blocked_chain {
   template <std::size_t I> static T* slopes_of(T* buffer) { return buffer + buffer_offset[I] + rows * layer<I>::out_stride; }
   static T* scratch_of(T* buffer) { return buffer + buffer_offset[depth]; }
 
-  static void pack(const T* params, T* packed) {
+  // Every layer's weights, rearranged for the products; part `part` of `parts`.
+  static void pack(const T* params, T* packed, std::size_t part = 0, std::size_t parts = 1) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (layer<I>::pack(params + Model::template parameter_offset<I>, packed + packed_offset[I]), ...);
+      (layer<I>::pack(params + Model::template parameter_offset<I>, packed + packed_offset[I], part, parts), ...);
     }(std::make_index_sequence<depth>{});
   }
 

@@ -41,30 +41,32 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T> {
   static constexpr std::size_t backward_size = in_panels * Out * panel;
   static constexpr std::size_t packed_size = forward_size + backward_size + out_stride;
 
-  // p: the layer's block of the flat parameters (W [Out][In], then b [Out]).
-  static void pack(const T* p, T* packed) {
+  // p: the layer's block of the flat parameters (W [Out][In], then b [Out]). Part
+  // `part` of `parts` (threads share the work): every parts-th panel from the part-th.
+  static void pack(const T* p, T* packed, std::size_t part = 0, std::size_t parts = 1) {
     const T* w = p + layer_type::weight_offset;
     T* forward = packed;
     T* backward = packed + forward_size;
     T* bias = backward + backward_size;
     if constexpr (dot_forward) {
-      for (std::size_t o = 0; o < Out; ++o)
+      for (std::size_t o = part; o < Out; o += parts)
         for (std::size_t i = 0; i < in_stride; ++i) forward[o * in_stride + i] = i < In ? w[o * In + i] : T(0);
     } else {
-      for (std::size_t q = 0; q < out_panels; ++q)
+      for (std::size_t q = part; q < out_panels; q += parts)
         for (std::size_t i = 0; i < In; ++i)
           for (std::size_t c = 0; c < panel; ++c) {
             const std::size_t o = q * panel + c;
             forward[(q * In + i) * panel + c] = o < Out ? w[o * In + i] : T(0);
           }
     }
-    for (std::size_t q = 0; q < in_panels; ++q)
+    for (std::size_t q = part; q < in_panels; q += parts)
       for (std::size_t o = 0; o < Out; ++o)
         for (std::size_t c = 0; c < panel; ++c) {
           const std::size_t i = q * panel + c;
           backward[(q * Out + o) * panel + c] = i < In ? w[o * In + i] : T(0);
         }
-    for (std::size_t o = 0; o < out_stride; ++o) bias[o] = o < Out ? p[layer_type::bias_offset + o] : T(0);
+    if (part == 0)
+      for (std::size_t o = 0; o < out_stride; ++o) bias[o] = o < Out ? p[layer_type::bias_offset + o] : T(0);
   }
 
   // out = act(in W^T + b), slope = act'(...), for rows samples ([rows][stride]).

@@ -63,6 +63,26 @@ void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
   else cpu_pool().run(threads, run);
 }
 
+// Elementwise work over a step's parameters (the blocked pass's packed weights and
+// the join of its per-thread sums, the optimizer's update): values per thread below
+// which a second thread costs more than it saves (a waking worker costs microseconds,
+// a value a few nanoseconds).
+inline constexpr std::size_t cpu_values_per_thread = std::size_t(1) << 16;
+
+// Runs part(t, first, last) for t < parts over contiguous ranges of [0, n), on the
+// pool when parts > 1.
+template <class Part>
+void for_each_part(std::size_t n, std::size_t parts, const Part& part) {
+  if (parts <= 1) return part(std::size_t(0), std::size_t(0), n);
+  cpu_pool().run(parts, [&](std::size_t t) { part(t, n * t / parts, n * (t + 1) / parts); });
+}
+
+// Threads for elementwise work over n values (a small model never starts the pool).
+inline std::size_t cpu_threads_for_values(std::size_t n) {
+  const std::size_t by_size = n / cpu_values_per_thread;
+  return by_size <= 1 ? 1 : std::min(by_size, cpu_pool().size());
+}
+
 // The threads a step takes: `threads` when given, else by work; never more than the pool.
 inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample,
                                     double work_per_thread = cpu_work_per_thread) {
