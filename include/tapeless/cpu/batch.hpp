@@ -27,9 +27,11 @@ namespace detail {
 inline constexpr std::size_t cpu_lanes = 16;  // samples per group: one AVX-512 vector of floats
 // cpu_chunk (cpu/parallel.hpp): samples summed per lane before joining the double total
 
-// Work per thread of the blocked pass, in parameter-samples, below which a second
-// thread costs more than it saves. Measured: docs/performance.md, "CPU threads".
-inline constexpr double blocked_work_per_thread = double(1 << 20);
+// Work per thread of the blocked pass, in its own units (blocked_chain's
+// work_per_sample: multiply-adds and activations; about 20 a nanosecond on one core
+// of the development machine), below which a second thread costs more than it saves.
+// Measured: docs/performance.md, "CPU threads".
+inline constexpr double blocked_work_per_thread = double(1 << 18);
 
 // Reusable buffers, so that a training step allocates nothing after the first.
 template <class T>
@@ -115,7 +117,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
     blocked = Pass == cpu_pass::blocked || !lanes_forced_by_environment();
     if (blocked) {
       using pass_type = blocked_chain<Model, T>;
-      threads = cpu_step_threads(threads, batch, P, blocked_work_per_thread);
+      threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
       if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
       T* packed = ws.packed.data();
       const std::size_t pack_parts = cpu_threads_for_values(pass_type::packed_size);

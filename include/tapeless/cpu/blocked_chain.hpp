@@ -35,6 +35,18 @@ struct blocked_chain {
   }();
   static constexpr std::size_t rows = simd::round_up(chunk, simd::tile_rows);
 
+  // A sample's work, for the choice of threads (cpu/batch.hpp): its multiply-adds, and
+  // per unit its activation and epilogues, which cost about as much as 32 multiply-adds
+  // (with it, one core does 15-25 units a nanosecond on 2-32-1, 2-256-1 (mostly
+  // activations) and 2-128-128-128-1, 2-512-512-512-1 (mostly products) alike:
+  // bench/cpu/thread_break_even.cpp, docs/performance.md).
+  static constexpr std::size_t unit_cost = 32;
+  static constexpr std::size_t work_per_sample = [] {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return ((layer<I>::layer_type::inputs * layer<I>::layer_type::outputs + unit_cost * layer<I>::layer_type::outputs) + ...);
+    }(std::make_index_sequence<depth>{});
+  }();
+
   // Packed weights of every layer, one after the other.
   static constexpr std::array<std::size_t, depth + 1> packed_offset = [] {
     std::array<std::size_t, depth + 1> at{};

@@ -20,7 +20,7 @@ inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split
 // of the lane pass (a step's multiply-adds are about 3 per parameter and sample);
 // the blocked pass, faster per parameter-sample, has its own (cpu/batch.hpp).
 // Measured: docs/performance.md, "CPU threads".
-inline constexpr double cpu_work_per_thread = double(1 << 17);
+inline constexpr double cpu_work_per_thread = double(1 << 16);
 
 // The most threads a step may use: the hardware's, or fewer when the environment
 // variable TAPELESS_CPU_THREADS caps it.
