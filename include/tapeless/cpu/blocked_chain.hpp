@@ -20,20 +20,23 @@ namespace tl::detail {
 template <class Model, class T>
 struct blocked_chain {
   static constexpr std::size_t depth = Model::depth, In = Model::inputs, Out = Model::outputs;
-  template <std::size_t I>
-  using layer = blocked_dense<typename Model::template layer_type<I>, T>;
 
   // Samples per chunk: 256, as many as the lane pass sums per chunk (so a thread's
   // range of whole chunks of the batch is whole chunks here too). The weight
   // gradient's sums are read and written once per chunk, so fewer samples would
   // cost memory traffic on wide layers (a 1024 x 1024 layer's 8 MB of double sums).
   static constexpr std::size_t chunk = 256;
-  static constexpr std::size_t widest = [] {
+  static constexpr std::size_t rows = simd::round_up(chunk, simd::tile_rows);
+
+  template <std::size_t I>
+  using layer = blocked_dense<typename Model::template layer_type<I>, T, rows>;
+
+  // Scratch for any layer's products (cpu/blocked_dense.hpp).
+  static constexpr std::size_t scratch_size = [] {
     return []<std::size_t... I>(std::index_sequence<I...>) {
-      return std::max({layer<I>::out_stride..., layer<0>::in_stride});
+      return std::max({layer<I>::scratch_size...});
     }(std::make_index_sequence<depth>{});
   }();
-  static constexpr std::size_t rows = simd::round_up(chunk, simd::tile_rows);
 
   // A sample's work, for the choice of threads (cpu/batch.hpp): its multiply-adds, and
   // per unit its activation and epilogues, which cost about as much as 32 multiply-adds
@@ -57,8 +60,7 @@ struct blocked_chain {
   static constexpr std::size_t packed_size = packed_offset[depth];
 
   // A thread's buffers: the chunk's inputs, then per layer its outputs and its slopes
-  // (which become its deltas), each [rows][the layer's stride], then scratch for the
-  // partial sums of long products, [rows][widest].
+  // (which become its deltas), each [rows][the layer's stride], then the scratch.
   static constexpr std::array<std::size_t, depth + 1> buffer_offset = [] {
     std::array<std::size_t, depth + 1> at{};
     at[0] = rows * layer<0>::in_stride;
@@ -67,7 +69,7 @@ struct blocked_chain {
     }(std::make_index_sequence<depth>{});
     return at;
   }();
-  static constexpr std::size_t buffer_size = buffer_offset[depth] + rows * widest;
+  static constexpr std::size_t buffer_size = buffer_offset[depth] + scratch_size;
 
   template <std::size_t I> static T* inputs_of(T* buffer) {
     if constexpr (I == 0) return buffer;
@@ -138,7 +140,8 @@ struct blocked_chain {
 
   template <std::size_t I>
   static void backward(const T* packed, T* buffer, std::size_t used, double* grad) {
-    layer<I>::add_gradient(slopes_of<I>(buffer), inputs_of<I>(buffer), used, grad + Model::template parameter_offset<I>);
+    layer<I>::add_gradient(slopes_of<I>(buffer), inputs_of<I>(buffer), used, grad + Model::template parameter_offset<I>,
+                           scratch_of(buffer));
     if constexpr (I > 0) {
       layer<I>::input_delta(packed + packed_offset[I], slopes_of<I>(buffer), slopes_of<I - 1>(buffer), used,
                             scratch_of(buffer));

@@ -14,6 +14,7 @@
 // tile of one output is mostly padding.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -22,11 +23,12 @@
 
 namespace tl::detail {
 
-template <class Layer, class T>
+// ChunkRows: the most rows (samples) a chunk holds.
+template <class Layer, class T, std::size_t ChunkRows>
 struct blocked_dense;
 
-template <std::size_t In, std::size_t Out, class Activation, class T>
-struct blocked_dense<dense_layer<In, Out, Activation>, T> {
+template <std::size_t In, std::size_t Out, class Activation, class T, std::size_t ChunkRows>
+struct blocked_dense<dense_layer<In, Out, Activation>, T, ChunkRows> {
   using layer_type = dense_layer<In, Out, Activation>;
   static constexpr std::size_t L = simd::lanes<T>, R = simd::tile_rows, panel = simd::tile_vectors * L;
   static constexpr std::size_t in_stride = simd::row_stride<T>(In), out_stride = simd::row_stride<T>(Out);
@@ -40,6 +42,10 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T> {
   static constexpr std::size_t forward_size = dot_forward ? Out * in_stride : out_panels * In * panel;
   static constexpr std::size_t backward_size = in_panels * Out * panel;
   static constexpr std::size_t packed_size = forward_size + backward_size + out_stride;
+  // Scratch the layer's products need: partial sums of a long product ([rows][stride]),
+  // the deltas packed for the weight gradient ([blocks of tile_rows outputs][rows][tile_rows]).
+  static constexpr std::size_t scratch_size =
+      ChunkRows * std::max({in_stride, out_stride, simd::round_up(Out, R)});
 
   // p: the layer's block of the flat parameters (W [Out][In], then b [Out]). Part
   // `part` of `parts` (threads share the work): every parts-th panel from the part-th.
@@ -103,7 +109,7 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T> {
   // Adds d loss / d W and d loss / d b of the chunk into grad (the layer's block of
   // the thread's sums), from delta = d loss / d z ([rows][out_stride]):
   // dW[o][i] += sum_s delta[s][o] in[s][i], the samples as the shared dimension.
-  static void add_gradient(const T* delta, const T* in, std::size_t rows, double* grad) {
+  static void add_gradient(const T* delta, const T* in, std::size_t rows, double* grad, T* scratch) {
     double* gw = grad + layer_type::weight_offset;
     double* gb = grad + layer_type::bias_offset;
     const auto add_tile = [&](std::size_t row0, std::size_t col0, auto& tile, auto real) {
@@ -121,8 +127,17 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T> {
       using operands = simd::operands<1, in_stride, out_stride, panel>;
       simd::multiply<operands, Out, In % R>(in, delta, In / R, rows, static_cast<T*>(nullptr), add_tile);
     } else {
-      using operands = simd::operands<1, out_stride, in_stride, panel>;
-      simd::multiply<operands, In, Out % R>(delta, in, Out / R, rows, static_cast<T*>(nullptr), add_tile);
+      // The deltas, tile_rows outputs at a time, sample by sample ([block][sample][R]):
+      // read in place, a tile's broadcasts would come from a different line for every
+      // sample, and evict the panel of inputs it reuses (measured: the weight gradient
+      // ran at two thirds of the forward's speed at width 512).
+      constexpr std::size_t blocks = (Out + R - 1) / R;
+      for (std::size_t b = 0; b < blocks; ++b)
+        for (std::size_t s = 0; s < rows; ++s)
+          for (std::size_t r = 0; r < R; ++r)
+            scratch[(b * ChunkRows + s) * R + r] = b * R + r < Out ? delta[s * out_stride + b * R + r] : T(0);
+      using operands = simd::operands<1, R, in_stride, panel, ChunkRows>;
+      simd::multiply<operands, In, Out % R>(scratch, in, Out / R, rows, static_cast<T*>(nullptr), add_tile);
     }
     for (std::size_t o0 = 0; o0 < out_stride; o0 += L) {
       simd::vec<T> sum{};

@@ -22,12 +22,15 @@ struct register_tile {
 };
 
 // Where the operands' entries are, as compile-time strides (so that no register is
-// spent on them): A(r, k) = a[r * a_row + k * a_step] (broadcast), B(k, c) =
+// spent on them): A(r, k) = a[r * a_row + k * a_step] (broadcast) within a block of
+// rows, the block of rows from row0 at a + row0 * a_block_row; B(k, c) =
 // b[k * b_step + c] (loaded as vectors), and column panel p of B starts at
-// b + p * b_panel.
-template <std::size_t ARow, std::size_t AStep, std::size_t BStep, std::size_t BPanel>
+// b + p * b_panel. A packed A ([block][k][tile_rows]) has a_row 1, a_step tile_rows
+// and a_block_row the depth it was packed for.
+template <std::size_t ARow, std::size_t AStep, std::size_t BStep, std::size_t BPanel, std::size_t ABlockRow = ARow>
 struct operands {
   static constexpr std::size_t a_row = ARow, a_step = AStep, b_step = BStep, b_panel = BPanel;
+  static constexpr std::size_t a_block_row = ABlockRow;
 };
 
 // tile (+)= A(0..rows, 0..depth) B(0..depth, 0..columns); `accumulate` false starts
@@ -82,7 +85,7 @@ void multiply(const T* a, const T* b, std::size_t row_blocks, std::size_t depth,
       if (!first)
         for (std::size_t r = 0; r < Rows; ++r)
           for (std::size_t j = 0; j < Vectors; ++j) tile.v[r][j] = load(part + r * stride + j * L);
-      multiply_add<Operands>(tile, a + row0 * Operands::a_row + k0 * Operands::a_step,
+      multiply_add<Operands>(tile, a + row0 * Operands::a_block_row + k0 * Operands::a_step,
                              b + p * Operands::b_panel + k0 * Operands::b_step, steps, !first);
       if (last) {
         epilogue(row0, p * panel, tile, std::integral_constant<std::size_t, Real>{});
