@@ -129,11 +129,12 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T, ChunkRows> {
     // different line for every sample, and evict the panel of inputs it reuses
     // (measured: the weight gradient ran at two thirds of the forward's speed at 512).
     constexpr std::size_t full_blocks = Out / R, tail = Out % R;
+    constexpr bool packed_deltas = !inputs_as_rows;
     alignas(64) T bias_sums[out_stride] = {};
     for (std::size_t s = 0; s < rows; ++s) {
       const T* d = delta + s * out_stride;
       for (std::size_t o = 0; o < out_stride; ++o) bias_sums[o] += d[o];  // padding columns hold zeros
-      if constexpr (!inputs_as_rows) {
+      if constexpr (packed_deltas) {
         for (std::size_t b = 0; b < full_blocks; ++b) std::memcpy(scratch + (b * ChunkRows + s) * R, d + b * R, R * sizeof(T));
         if constexpr (tail > 0)
           for (std::size_t r = 0; r < R; ++r) scratch[(full_blocks * ChunkRows + s) * R + r] = r < tail ? d[full_blocks * R + r] : T(0);
@@ -169,7 +170,9 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T, ChunkRows> {
                               std::size_t rows) {
     for (std::size_t row0 = 0; row0 < rows; row0 += R) {
       for (std::size_t o = 0; o < Out; ++o) {
-        simd::vec<T> sum[R] = {};
+        simd::vec<T> sum[R];
+        TL_UNROLL(16)
+        for (std::size_t r = 0; r < R; ++r) sum[r] = simd::vec<T>{};  // in registers (= {} cleared memory)
         for (std::size_t i = 0; i < in_stride; i += L) {
           const simd::vec<T> wi = simd::load(w + o * in_stride + i);
 TL_UNROLL(16)
