@@ -135,7 +135,8 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T, ChunkRows> {
       const T* d = delta + s * out_stride;
       for (std::size_t o = 0; o < out_stride; ++o) bias_sums[o] += d[o];  // padding columns hold zeros
       if constexpr (packed_deltas) {
-        for (std::size_t b = 0; b < full_blocks; ++b) std::memcpy(scratch + (b * ChunkRows + s) * R, d + b * R, R * sizeof(T));
+        if constexpr (full_blocks > 0)  // (a loop to 0 is a warning for nvcc)
+          for (std::size_t b = 0; b < full_blocks; ++b) std::memcpy(scratch + (b * ChunkRows + s) * R, d + b * R, R * sizeof(T));
         if constexpr (tail > 0)
           for (std::size_t r = 0; r < R; ++r) scratch[(full_blocks * ChunkRows + s) * R + r] = r < tail ? d[full_blocks * R + r] : T(0);
       }

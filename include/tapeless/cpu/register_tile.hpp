@@ -98,7 +98,8 @@ void multiply(const T* a, const T* b, std::size_t row_blocks, std::size_t depth,
       for (std::size_t rows = 0; rows < row_blocks; ++rows) tile_pass.template operator()<R, Vectors, Real>(rows * R, p);
       if constexpr (TailRows > 0) tile_pass.template operator()<TailRows, Vectors, Real>(row_blocks * R, p);
     };
-    for (std::size_t p = 0; p < full_panels; ++p) panel_pass.template operator()<tile_vectors, panel>(p);
+    if constexpr (full_panels > 0)  // (a loop to 0 is a warning for nvcc)
+      for (std::size_t p = 0; p < full_panels; ++p) panel_pass.template operator()<tile_vectors, panel>(p);
     if constexpr (edge_columns > 0)
       panel_pass.template operator()<(edge_columns + L - 1) / L, edge_columns>(full_panels);
   }
