@@ -127,10 +127,9 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
       ws.wide_gradient.resize(threads * P);
       ws.loss.assign(threads, 0.0);
       for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
-        thread_local simd::aligned_buffer<T> buffer(pass_type::buffer_size);  // per model type and thread
         double* sums = ws.wide_gradient.data() + t * P;
         std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
-        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, buffer.data(), sums);
+        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, pass_type::thread_buffer(), sums);
       });
     }
   }
