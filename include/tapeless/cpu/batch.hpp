@@ -1,20 +1,21 @@
-// The CPU backend: the whole batch in one fused pass. For each group of 16 samples,
-// forward, loss, backward and gradient accumulation happen back to back on a few
-// kilobytes of stack scratch (no per-layer batch matrices), vectorized across the
-// group's samples. Gradients are summed per lane over chunks of 256 samples and the
-// chunks in double, so large batches stay accurate. When a step holds enough work,
-// the batch is split into contiguous ranges of chunks over a persistent thread pool
-// and the ranges are joined in a fixed order: the result depends on the thread
-// count, never on timing.
+// The CPU backend: the whole batch in one fused pass. The lane pass (here): for each
+// group of 16 samples, forward, loss, backward and gradient accumulation happen back
+// to back on a few kilobytes of stack scratch (no per-layer batch matrices),
+// vectorized across the group's samples. Gradients are summed per lane over chunks of
+// 256 samples and the chunks in double, so large batches stay accurate. Chains of
+// wide dense layers take the blocked pass instead (cpu/blocked_chain.hpp; the choice:
+// cpu/pass_choice.hpp). When a step holds enough work, the batch is split into
+// contiguous ranges of chunks over a persistent thread pool and the ranges are joined
+// in a fixed order: the result depends on the thread count, never on timing.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
-#include <thread>
 #include <vector>
 
-#include "tapeless/cpu/thread_pool.hpp"
+#include "tapeless/cpu/blocked_chain.hpp"
+#include "tapeless/cpu/parallel.hpp"
+#include "tapeless/cpu/pass_choice.hpp"
 #include "tapeless/nn/matrix.hpp"
 #include "tapeless/nn/sample_pass.hpp"
 #include "tapeless/train/state.hpp"
@@ -23,59 +24,14 @@ namespace tl {
 
 namespace detail {
 
-inline constexpr std::size_t cpu_lanes = 16;   // samples per group: one AVX-512 vector of floats
-inline constexpr std::size_t cpu_chunk = 256;  // samples summed per lane before joining the double total
+inline constexpr std::size_t cpu_lanes = 16;  // samples per group: one AVX-512 vector of floats
+// cpu_chunk (cpu/parallel.hpp): samples summed per lane before joining the double total
 
-// Work below which one more thread costs more than it saves, in parameter-samples
-// (a step's multiply-adds are about 3 per parameter and sample). Measured:
-// docs/performance.md, "CPU threads".
-inline constexpr double cpu_work_per_thread = double(1 << 17);
-
-// The most threads a step may use: the hardware's, or fewer when the environment
-// variable TAPELESS_CPU_THREADS caps it.
-inline std::size_t cpu_thread_cap() {
-  static const std::size_t cap = [] {
-    const std::size_t hardware = std::max<std::size_t>(1, std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("TAPELESS_CPU_THREADS")) {
-      const long n = std::strtol(env, nullptr, 10);
-      if (n > 0) return std::min<std::size_t>(hardware, static_cast<std::size_t>(n));
-    }
-    return hardware;
-  }();
-  return cap;
-}
-
-// Threads for a step: one per cpu_work_per_thread of work, whole chunks each.
-inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count) {
-  const double work = double(batch) * double(parameter_count);
-  const std::size_t by_work = static_cast<std::size_t>(work / cpu_work_per_thread);
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, chunks}));
-}
-
-inline thread_pool& cpu_pool() {
-  static thread_pool pool(cpu_thread_cap() - 1);
-  return pool;
-}
-
-// Runs pass(t, first, last) for t < threads over contiguous ranges of whole chunks of
-// [0, batch), on the pool when threads > 1. The ranges depend on the thread count only,
-// and callers join per-thread results in index order: deterministic.
-template <class Pass>
-void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  const auto run = [&](std::size_t t) {
-    pass(t, std::min(batch, chunks * t / threads * cpu_chunk), std::min(batch, chunks * (t + 1) / threads * cpu_chunk));
-  };
-  if (threads == 1) run(0);  // small steps: no pool, no indirect call
-  else cpu_pool().run(threads, run);
-}
-
-// The threads a step takes: `threads` when given, else by work; never more than the pool.
-inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample) {
-  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample);
-  return threads > 1 ? std::min(threads, cpu_pool().size()) : threads;
-}
+// Work per thread of the blocked pass, in its own units (blocked_chain's
+// work_per_sample: multiply-adds and activations; about 20 a nanosecond on one core
+// of the development machine), below which a second thread costs more than it saves.
+// Measured: docs/performance.md, "CPU threads".
+inline constexpr double blocked_work_per_thread = double(1 << 18);
 
 // Reusable buffers, so that a training step allocates nothing after the first.
 template <class T>
@@ -83,6 +39,8 @@ struct cpu_workspace {
   std::vector<T> lane_gradient;       // per thread: [parameter][lane]
   std::vector<double> wide_gradient;  // per thread: [parameter]
   std::vector<double> loss;           // per thread
+  std::vector<double> check;          // per part of the join: 0 unless a sum is not finite
+  simd::aligned_buffer<T> packed;     // the blocked pass's weights, rearranged once a step
 };
 template <class T>
 cpu_workspace<T>& workspace_for_this_thread() {
@@ -147,29 +105,62 @@ struct loss_sum {
 // Mean loss over the batch; its gradient into grad[0, P). Ranges of whole chunks, one
 // per thread, joined in a fixed order. Whether the gradient is finite comes from the
 // same pass: the double sum of its entries is NaN or infinite exactly when one is.
-template <model Model, class Loss, class T>
+// threads = 0: by work. Pass: cpu_pass::automatic chooses (cpu/pass_choice.hpp);
+// lanes or blocked (tests, benchmarks) take that pass, where the model allows it.
+template <cpu_pass Pass = cpu_pass::automatic, model Model, class Loss, class T>
 loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
-                          std::size_t batch, T* grad, std::size_t threads = 0) {
+                                    std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
-  threads = cpu_step_threads(threads, batch, P);
   cpu_workspace<T>& ws = workspace_for_this_thread<T>();
-  ws.lane_gradient.resize(threads * P * K);
-  ws.wide_gradient.assign(threads * P, 0.0);
-  ws.loss.assign(threads, 0.0);
-  for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
-    ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
-                                    ws.wide_gradient.data() + t * P);
-  });
+  bool blocked = false;
+  if constexpr (blocked_pass_compiled<Model, Pass>()) {
+    blocked = Pass == cpu_pass::blocked || !lanes_forced_by_environment();
+    if (blocked) {
+      using pass_type = blocked_chain<Model, T>;
+      threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
+      if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
+      T* packed = ws.packed.data();
+      const std::size_t pack_parts = cpu_threads_for_values(pass_type::packed_size);
+      for_each_part(pack_parts, pack_parts, [&](std::size_t part, std::size_t, std::size_t) {
+        pass_type::pack(params, packed, part, pack_parts);
+      });
+      ws.wide_gradient.resize(threads * P);
+      ws.loss.assign(threads, 0.0);
+      for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+        double* sums = ws.wide_gradient.data() + t * P;
+        std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
+        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, pass_type::thread_buffer(), sums);
+      });
+    }
+  }
+  if (!blocked) {
+    threads = cpu_step_threads(threads, batch, P);
+    ws.lane_gradient.resize(threads * P * K);
+    ws.wide_gradient.assign(threads * P, 0.0);
+    ws.loss.assign(threads, 0.0);
+    for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
+                                      ws.wide_gradient.data() + t * P);
+    });
+  }
   double total = 0.0;
   for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
   const double scale = 1.0 / Loss::denominator(Model::outputs, batch);
+  // Each parameter's sum over threads in thread order, whichever part computes it.
+  const std::size_t join_parts = cpu_threads_for_values(P);
+  ws.check.assign(join_parts, 0.0);
+  for_each_part(P, join_parts, [&](std::size_t part, std::size_t first, std::size_t last) {
+    double check = 0.0;
+    for (std::size_t p = first; p < last; ++p) {
+      double sum = 0.0;
+      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
+      grad[p] = static_cast<T>(sum * scale);
+      check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
+    }
+    ws.check[part] = check;
+  });
   double check = 0.0;
-  for (std::size_t p = 0; p < P; ++p) {
-    double sum = 0.0;
-    for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
-    grad[p] = static_cast<T>(sum * scale);
-    check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
-  }
+  for (const double c : ws.check) check += c;
   return {static_cast<T>(total * scale), check == 0.0};
 }
 

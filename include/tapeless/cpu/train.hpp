@@ -42,8 +42,16 @@ T train_step(train_state<Model, Optimizer, T>& state, const Loss& loss, const ba
     if (!std::isfinite(value)) detail::throw_non_finite("loss", state.step, value);
     if (!gradient_finite)
       detail::throw_non_finite("gradient", state.step, detail::first_non_finite(state.gradient.flat()));
-    detail::optimizer_step(state.optimizer, state.step + 1, state.params.data(), state.gradient.data(),
-                           state.optimizer_state.data(), Model::parameter_count);
+    // The update, parameter by parameter, split over threads for large models.
+    constexpr std::size_t P = Model::parameter_count;
+    const auto constants = state.optimizer.template at_step<T>(state.step + 1);
+    T* params = state.params.data();
+    const T* grad = state.gradient.data();
+    T* slots = state.optimizer_state.data();
+    const std::size_t parts = detail::cpu_threads_for_values(P);
+    detail::for_each_part(P, parts, [&](std::size_t, std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) detail::optimizer_update<Optimizer>(constants, params, grad[i], slots, i, P);
+    });
     ++state.step;
     return value;
   }

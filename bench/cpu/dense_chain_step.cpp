@@ -1,0 +1,130 @@
+// Per-step time of wide dense chains on the CPU, and the fraction of the machine's
+// fp32 FMA peak it reaches. A cell: 2 -> W -> ... -> W -> 1, `depth` dense layers
+// (tanh on the hidden ones, the last linear; the models of bench/grid), MSE, Adam, one
+// full-batch train_step, median over repetitions. FLOPs per step: 6 B In Out per layer
+// (forward, input delta, weight gradient); activations and Adam count as zero.
+//   build/bench/dense_chain_step [--widths 32,...] [--depths 2,4,8] [--batches 1e3,1e4,1e5]
+//                                [--peak GFLOPS] [--max-step-s 3] [--reps 5]
+// A cell whose step would take longer than --max-step-s (estimated from the cell at the
+// largest batch measured so far) is skipped and says so. --peak: the fp32 FMA peak to
+// divide by (docs/performance.md: 330 GFLOP/s measured on the 2-core machine).
+// Width and depth are template arguments: each width is its own function, built once.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapeless/tapeless.hpp"
+
+namespace {
+
+struct options {
+  std::vector<std::size_t> widths{32, 64, 128, 256, 512, 1024}, depths{2, 4, 8}, batches{1000, 10000, 100000};
+  double peak = 330, max_step_s = 3;
+  int reps = 5;
+};
+
+std::vector<std::size_t> sizes(const char* list) {
+  std::vector<std::size_t> out;
+  for (const char* c = list; *c;) {
+    char* end;
+    out.push_back(std::size_t(std::strtod(c, &end)));  // "1e5" reads
+    c = *end == ',' ? end + 1 : end;
+    if (end == c && *c) break;
+  }
+  return out;
+}
+
+template <std::size_t Width, std::size_t Depth>
+auto make_mlp() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return tl::chain(tl::dense<2, Width>(tl::tanh), ((void)I, tl::dense<Width, Width>(tl::tanh))...,
+                     tl::dense<Width, 1>());
+  }(std::make_index_sequence<Depth - 2>{});
+}
+
+double flops(std::size_t width, std::size_t depth, std::size_t batch) {
+  const double w = double(width);
+  return 6.0 * double(batch) * (2 * w + double(depth - 2) * w * w + w);
+}
+
+template <std::size_t Width, std::size_t Depth>
+void run_cells(const options& o) {
+  if (std::find(o.depths.begin(), o.depths.end(), Depth) == o.depths.end()) return;
+  const auto model = make_mlp<Width, Depth>();
+  double seconds_per_flop = 0;  // of the last measured cell: estimates the next
+  for (const std::size_t batch : o.batches) {
+    const double estimate = seconds_per_flop * flops(Width, Depth, batch);
+    if (estimate > o.max_step_s) {
+      std::printf("%5zu %5zu %8zu  skipped (estimated %.1f s a step)\n", Width, Depth, batch, estimate);
+      continue;
+    }
+    tl::matrix x(2, batch), y(1, batch);
+    for (std::size_t s = 0; s < batch; ++s) {  // the additive recurrence of bench/grid
+      const double a = 0.5 + double(s) * 0.7548776662466927, b = 0.5 + double(s) * 0.5698402909980532;
+      x(0, s) = float(-2.0 + 4.0 * (a - double(std::size_t(a))));
+      x(1, s) = float(-2.0 + 4.0 * (b - double(std::size_t(b))));
+      y(0, s) = float(std::sin(double(x(0, s))) * std::cos(double(x(1, s))));
+    }
+    tl::rng gen(42);
+    tl::train_state state(model, tl::init(model, gen), tl::adam{1e-3f});
+    const auto step = [&] {
+      const auto start = std::chrono::steady_clock::now();
+      tl::train_step(state, tl::mse, x, y);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    const double probe = step();  // warm-up: buffers, pool, caches
+    const int per_rep = std::max(1, int(0.05 / std::max(probe, 1e-9)));  // ~50 ms a repetition
+    std::vector<double> times;
+    for (int r = 0; r < o.reps; ++r) {
+      double t = 0;
+      for (int k = 0; k < per_rep; ++k) t += step();
+      times.push_back(t / per_rep);
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    seconds_per_flop = median / flops(Width, Depth, batch);
+    const double gflops = flops(Width, Depth, batch) / median / 1e9;
+    std::printf("%5zu %5zu %8zu %12.1f %9.1f %7.1f%%\n", Width, Depth, batch, median * 1e6, gflops,
+                100 * gflops / o.peak);
+    std::fflush(stdout);
+  }
+}
+
+template <std::size_t Width>
+void run_width(const options& o) {
+  if (std::find(o.widths.begin(), o.widths.end(), Width) == o.widths.end()) return;
+  run_cells<Width, 2>(o);
+  run_cells<Width, 4>(o);
+  run_cells<Width, 8>(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--widths") o.widths = sizes(argv[i + 1]);
+    else if (a == "--depths") o.depths = sizes(argv[i + 1]);
+    else if (a == "--batches") o.batches = sizes(argv[i + 1]);
+    else if (a == "--peak") o.peak = std::atof(argv[i + 1]);
+    else if (a == "--max-step-s") o.max_step_s = std::atof(argv[i + 1]);
+    else if (a == "--reps") o.reps = std::max(1, std::atoi(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/cpu/dense_chain_step.cpp)\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)\n", o.peak);
+  run_width<32>(o);
+  run_width<64>(o);
+  run_width<128>(o);
+  run_width<256>(o);
+  run_width<512>(o);
+  run_width<1024>(o);
+}

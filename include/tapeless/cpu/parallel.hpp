@@ -1,0 +1,93 @@
+// How a CPU pass splits a batch over threads: how many (by work, so that a small
+// step is not slowed by waking threads), and which contiguous range of whole chunks
+// each takes. The ranges depend on the thread count only and callers join their
+// per-thread results in index order, so a result depends on the thread count, never
+// on timing. TAPELESS_CPU_THREADS caps the count.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <thread>
+
+#include "tapeless/cpu/thread_pool.hpp"
+
+namespace tl::detail {
+
+inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split over threads
+
+// Work below which one more thread costs more than it saves, in parameter-samples
+// of the lane pass (a step's multiply-adds are about 3 per parameter and sample);
+// the blocked pass, faster per parameter-sample, has its own (cpu/batch.hpp).
+// Measured: docs/performance.md, "CPU threads".
+inline constexpr double cpu_work_per_thread = double(1 << 16);
+
+// The most threads a step may use: the hardware's, or fewer when the environment
+// variable TAPELESS_CPU_THREADS caps it.
+inline std::size_t cpu_thread_cap() {
+  static const std::size_t cap = [] {
+    const std::size_t hardware = std::max<std::size_t>(1, std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("TAPELESS_CPU_THREADS")) {
+      const long n = std::strtol(env, nullptr, 10);
+      if (n > 0) return std::min<std::size_t>(hardware, static_cast<std::size_t>(n));
+    }
+    return hardware;
+  }();
+  return cap;
+}
+
+// Threads for a step: one per work_per_thread of work, whole chunks each.
+inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
+                                   double work_per_thread = cpu_work_per_thread) {
+  const double work = double(batch) * double(parameter_count);
+  const std::size_t by_work = static_cast<std::size_t>(work / work_per_thread);
+  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
+  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, chunks}));
+}
+
+inline thread_pool& cpu_pool() {
+  static thread_pool pool(cpu_thread_cap() - 1);
+  return pool;
+}
+
+// Runs pass(t, first, last) for t < threads over contiguous ranges of whole chunks of
+// [0, batch), on the pool when threads > 1. The ranges depend on the thread count only,
+// and callers join per-thread results in index order: deterministic.
+template <class Pass>
+void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
+  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
+  const auto run = [&](std::size_t t) {
+    pass(t, std::min(batch, chunks * t / threads * cpu_chunk), std::min(batch, chunks * (t + 1) / threads * cpu_chunk));
+  };
+  if (threads == 1) run(0);  // small steps: no pool, no indirect call
+  else cpu_pool().run(threads, run);
+}
+
+// Elementwise work over a step's parameters (the blocked pass's packed weights and
+// the join of its per-thread sums, the optimizer's update): values per thread below
+// which a second thread costs more than it saves (a waking worker costs microseconds,
+// a value a few nanoseconds).
+inline constexpr std::size_t cpu_values_per_thread = std::size_t(1) << 16;
+
+// Runs part(t, first, last) for t < parts over contiguous ranges of [0, n), on the
+// pool when parts > 1.
+template <class Part>
+void for_each_part(std::size_t n, std::size_t parts, const Part& part) {
+  if (parts <= 1) return part(std::size_t(0), std::size_t(0), n);
+  cpu_pool().run(parts, [&](std::size_t t) { part(t, n * t / parts, n * (t + 1) / parts); });
+}
+
+// Threads for elementwise work over n values (a small model never starts the pool).
+inline std::size_t cpu_threads_for_values(std::size_t n) {
+  const std::size_t by_size = n / cpu_values_per_thread;
+  return by_size <= 1 ? 1 : std::min(by_size, cpu_pool().size());
+}
+
+// The threads a step takes: `threads` when given, else by work; never more than the pool.
+inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample,
+                                    double work_per_thread = cpu_work_per_thread) {
+  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample, work_per_thread);
+  return threads > 1 ? std::min(threads, cpu_pool().size()) : threads;
+}
+
+}  // namespace tl::detail

@@ -1,0 +1,267 @@
+// The blocked CPU pass (cpu/blocked_chain.hpp) against the lane pass and against
+// float64 central differences, over widths that are and are not multiples of the
+// register tile (1, 3, 17, 32, 33, 128, 300, 1024), batches of 1, 2, 31 and 65537
+// samples, float and double; a 50-step fit; threads; which pass a model gets.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "tapeless/tapeless.hpp"
+#include "../support/model_check.hpp"
+
+namespace {
+
+// A model whose hidden widths would choose the blocked pass, told to take the lane
+// pass: the override of docs/design.md.
+inline auto forced_lanes_model() { return tl::chain(tl::dense<2, 48>(tl::tanh), tl::dense<48, 1>()); }
+
+}  // namespace
+
+template <>
+inline constexpr tl::cpu_pass tl::cpu_pass_for<decltype(forced_lanes_model())> = tl::cpu_pass::lanes;
+
+namespace {
+
+using tl::cpu_pass;
+
+template <class T>
+struct pass_output {
+  double loss;
+  std::vector<T> gradient;
+};
+
+template <cpu_pass Pass, class Model, class Loss, class T>
+pass_output<T> run_pass(const Model& model, const Loss& loss, const tl::parameters<Model, T>& p,
+                        const tl::basic_matrix<T>& x, const tl::basic_matrix<T>& y, std::size_t threads = 1) {
+  pass_output<T> out{0, std::vector<T>(Model::parameter_count)};
+  out.loss = tl::detail::fused_loss_and_gradient<Pass>(model, loss, p.data(), x.data(), y.data(), x.batch(),
+                                                       out.gradient.data(), threads)
+                 .loss;
+  return out;
+}
+
+template <class T>
+tl::basic_matrix<T> random_matrix(tl::rng& gen, std::size_t rows, std::size_t batch) {
+  tl::basic_matrix<T> m(rows, batch);
+  for (T& v : m.values()) v = T(2 * gen.uniform() - 1);
+  return m;
+}
+
+// The blocked pass's loss and gradient equal the lane pass's to rounding.
+template <class T, class Model, class Loss = tl::mse_loss>
+void expect_passes_agree(const Model& model, std::size_t batch, double tolerance, const Loss& loss = {}) {
+  tl::rng gen(batch + 7);
+  auto p = tl::init<T>(model, gen);
+  for (T& v : tl::flat(p)) v += T(0.2 * (gen.uniform() - 0.5));  // biases not all zero
+  const auto x = random_matrix<T>(gen, Model::inputs, batch);
+  auto y = random_matrix<T>(gen, Model::outputs, batch);
+  if constexpr (std::is_same_v<Loss, tl::softmax_cross_entropy_loss>)
+    for (T& v : y.values()) v = std::abs(v);  // class weights: non-negative
+  const auto lanes = run_pass<cpu_pass::lanes>(model, loss, p, x, y);
+  const auto blocked = run_pass<cpu_pass::blocked>(model, loss, p, x, y);
+  EXPECT_NEAR(blocked.loss, lanes.loss, tolerance * std::abs(lanes.loss)) << "batch " << batch;
+  EXPECT_LE(tl_test::relative_difference(blocked.gradient, lanes.gradient), tolerance) << "batch " << batch;
+}
+
+// Every width class: 1; 3 and 17 (under a vector); 32 (one panel); 33 (a panel and
+// a lane); 128; 300 (depth past the 256-step block of the products, a tail of 4
+// rows, an edge panel of 12 columns); 1024. Outputs of 1 (dot products), 3, 5, 40.
+inline auto width_1() { return tl::chain(tl::dense<1, 1>(tl::tanh), tl::dense<1, 1>()); }
+inline auto widths_3_17() { return tl::chain(tl::dense<3, 17>(tl::gelu), tl::dense<17, 3>(tl::tanh), tl::dense<3, 2>()); }
+inline auto width_32() { return tl::chain(tl::dense<1, 32>(tl::tanh), tl::dense<32, 32>(tl::tanh), tl::dense<32, 1>()); }
+inline auto width_33() { return tl::chain(tl::dense<2, 33>(tl::tanh), tl::dense<33, 33>(tl::gelu), tl::dense<33, 5>()); }
+inline auto width_128() {
+  return tl::chain(tl::dense<4, 128>(tl::silu), tl::dense<128, 128>(tl::sigmoid), tl::dense<128, 3>());
+}
+inline auto width_300() { return tl::chain(tl::dense<3, 300>(tl::tanh), tl::dense<300, 300>(tl::gelu), tl::dense<300, 1>()); }
+inline auto width_1024() {
+  return tl::chain(tl::dense<2, 1024>(tl::tanh), tl::dense<1024, 40>(tl::softplus), tl::dense<40, 1>());
+}
+
+TEST(BlockedPass, MatchesLanePassFloat) {
+  for (std::size_t batch : {1u, 2u, 31u}) {
+    expect_passes_agree<float>(width_1(), batch, 1e-5);
+    expect_passes_agree<float>(widths_3_17(), batch, 1e-5);
+    expect_passes_agree<float>(width_32(), batch, 1e-5);
+    expect_passes_agree<float>(width_33(), batch, 1e-5);
+    expect_passes_agree<float>(width_128(), batch, 1e-5);
+    expect_passes_agree<float>(width_300(), batch, 1e-5);
+    expect_passes_agree<float>(width_1024(), batch, 1e-5);
+  }
+}
+
+TEST(BlockedPass, MatchesLanePassDouble) {
+  for (std::size_t batch : {1u, 2u, 31u}) {
+    expect_passes_agree<double>(width_1(), batch, 1e-13);
+    expect_passes_agree<double>(widths_3_17(), batch, 1e-13);
+    expect_passes_agree<double>(width_33(), batch, 1e-13);
+    expect_passes_agree<double>(width_300(), batch, 1e-13);
+    expect_passes_agree<double>(width_1024(), batch, 1e-13);
+  }
+}
+
+TEST(BlockedPass, MatchesLanePassOnLargeOddBatch) {
+  // 65537 = 256 chunks and one sample: a last chunk of one real row and 7 padding rows.
+  expect_passes_agree<float>(width_32(), 65537, 1e-5);
+  expect_passes_agree<float>(width_33(), 65537, 1e-5);
+  expect_passes_agree<double>(widths_3_17(), 65537, 1e-12);
+}
+
+TEST(BlockedPass, OtherLosses) {
+  expect_passes_agree<double>(width_128(), 31, 1e-13, tl::softmax_cross_entropy);
+  expect_passes_agree<double>(width_33(), 31, 1e-13, tl::huber);
+  expect_passes_agree<float>(width_33(), 300, 1e-5, tl::binary_cross_entropy_with_logits);
+}
+
+// The blocked pass's float64 gradient against central differences of its own loss
+// (at most ~150 parameters of each model, spread over every layer's weights and biases).
+template <class Model>
+void expect_blocked_matches_differences(const Model& model, std::size_t batch) {
+  constexpr std::size_t P = Model::parameter_count;
+  tl::rng gen(11);
+  auto p = tl_test::random_parameters(model, gen);
+  const auto x = tl_test::random_batch(gen, Model::inputs, batch, -1.5, 1.5);
+  const auto y = tl_test::random_batch(gen, Model::outputs, batch, -1, 1);
+  const auto analytic = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y);
+  const double h = 1e-6;
+  double diff = 0, norm = 0;
+  std::vector<std::size_t> checked;
+  for (std::size_t k = 0; k < P; k += P > 150 ? P / 150 : 1) checked.push_back(k);
+  checked.push_back(P - 1);  // the last bias
+  for (const std::size_t k : checked) {
+    const double keep = tl::flat(p)[k];
+    tl::flat(p)[k] = keep + h;
+    const double up = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y).loss;
+    tl::flat(p)[k] = keep - h;
+    const double down = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y).loss;
+    tl::flat(p)[k] = keep;
+    const double expected = (up - down) / (2 * h);
+    norm += expected * expected;
+    diff += (analytic.gradient[k] - expected) * (analytic.gradient[k] - expected);
+  }
+  ASSERT_GT(norm, 0.0);
+  EXPECT_LE(std::sqrt(diff / norm), 1e-8);
+}
+
+TEST(BlockedPass, Float64GradientMatchesCentralDifferences) {
+  expect_blocked_matches_differences(width_1(), 5);
+  expect_blocked_matches_differences(widths_3_17(), 31);
+  expect_blocked_matches_differences(width_33(), 31);
+  expect_blocked_matches_differences(width_128(), 9);
+  expect_blocked_matches_differences(width_300(), 3);
+  expect_blocked_matches_differences(width_1024(), 2);
+}
+
+// Training through train_step (the blocked pass, chosen by the type) follows the same
+// path as the lane pass step by step.
+TEST(BlockedPass, FiftyStepFitFollowsLanePass) {
+  const auto model = tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>());
+  static_assert(tl::detail::pass_by_type<decltype(model)>() == cpu_pass::blocked);
+  tl::rng gen(5);
+  const auto start = tl::init(model, gen);
+  tl::matrix x(1, 1000), y(1, 1000);
+  for (std::size_t s = 0; s < 1000; ++s) {
+    x(0, s) = float(-2 + 4 * double(s) / 999);
+    y(0, s) = float(std::sin(2 * x(0, s)) + 0.1 * gen.normal());
+  }
+  tl::train_state blocked(model, start, tl::adam{0.01f});
+  tl::train_state lanes(model, start, tl::adam{0.01f});
+  std::vector<float> grad(decltype(start)::size);
+  for (int step = 0; step < 50; ++step) {
+    const float lb = tl::train_step(blocked, tl::mse, x, y);
+    const float ll = tl::detail::fused_loss_and_gradient<cpu_pass::lanes>(model, tl::mse, lanes.params.data(), x.data(),
+                                                                         y.data(), 1000, grad.data())
+                         .loss;
+    tl::detail::optimizer_step(lanes.optimizer, step + 1, lanes.params.data(), grad.data(), lanes.optimizer_state.data(),
+                               grad.size());
+    ASSERT_NEAR(lb, ll, 1e-4 * ll) << "step " << step;
+  }
+  EXPECT_LT(tl_test::relative_difference(blocked.params.flat(), lanes.params.flat()), 1e-4);
+  EXPECT_LT(tl::train_step(blocked, tl::mse, x, y), 0.5f * tl::value_and_grad(tl::mse, model, start, x, y).loss);
+}
+
+// The same thread count gives the same bits every time; any count agrees with one
+// thread to float rounding.
+TEST(BlockedPass, ThreadsDeterministicAndCloseToOneThread) {
+  const auto model = width_33();
+  tl::rng gen(8);
+  const auto p = tl::init(model, gen);
+  const auto x = random_matrix<float>(gen, 2, 20001);
+  const auto y = random_matrix<float>(gen, 5, 20001);
+  const auto one = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, 1);
+  for (std::size_t threads : {2u, 3u, 7u}) {
+    const auto a = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
+    const auto b = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
+    EXPECT_EQ(a.loss, b.loss) << threads;
+    EXPECT_EQ(a.gradient, b.gradient) << threads;
+    EXPECT_NEAR(a.loss, one.loss, 1e-6 * one.loss) << threads;
+    EXPECT_LT(tl_test::relative_difference(a.gradient, one.gradient), 1e-6) << threads;
+  }
+}
+
+// Past 2^17 parameters the weights are packed, the threads' sums joined and the
+// optimizer's update applied in parts on the pool: the same values as in one part.
+TEST(BlockedPass, LargeModelPackJoinAndUpdateInParts) {
+  const auto model = tl::chain(tl::dense<2, 512>(tl::tanh), tl::dense<512, 300>(tl::tanh), tl::dense<300, 1>());
+  constexpr std::size_t P = decltype(model)::parameter_count;
+  static_assert(P >= 2 * tl::detail::cpu_values_per_thread);
+  expect_passes_agree<float>(model, 64, 1e-5);
+  tl::rng gen(4);
+  const auto x = random_matrix<float>(gen, 2, 64);
+  const auto y = random_matrix<float>(gen, 1, 64);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.01f});
+  for (int step = 0; step < 2; ++step) tl::train_step(state, tl::mse, x, y);
+  auto params = state.params;
+  auto slots = state.optimizer_state;
+  const auto g = run_pass<cpu_pass::blocked>(model, tl::mse, params, x, y, 0);
+  tl::detail::optimizer_step(state.optimizer, state.step + 1, params.data(), g.gradient.data(), slots.data(), P);
+  tl::train_step(state, tl::mse, x, y);
+  for (std::size_t k = 0; k < P; ++k) ASSERT_EQ(state.params.flat()[k], params.flat()[k]) << k;
+  EXPECT_EQ(state.optimizer_state, slots);
+}
+
+TEST(PassChoice, ByTypeAndOverride) {
+  static_assert(tl::detail::pass_by_type<decltype(width_32())>() == cpu_pass::blocked);
+  static_assert(tl::detail::pass_by_type<decltype(width_33())>() == cpu_pass::blocked);
+  static_assert(tl::detail::pass_by_type<decltype(widths_3_17())>() == cpu_pass::lanes);  // hidden 17 < 32
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()))>() ==
+                cpu_pass::lanes);  // the seed fit
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::layer_norm<64>(),
+                                                            tl::dense<64, 1>()))>() == cpu_pass::lanes);  // not all dense
+  static_assert(tl::detail::pass_by_type<decltype(forced_lanes_model())>() == cpu_pass::lanes);
+  // What value_and_grad computes is what the chosen pass computes, to the bit.
+  tl::rng gen(2);
+  const auto forced = forced_lanes_model();
+  const auto pf = tl::init(forced, gen);
+  const auto x = random_matrix<float>(gen, 2, 100);
+  const auto y = random_matrix<float>(gen, 1, 100);
+  const auto via_api = tl::value_and_grad(tl::mse, forced, pf, x, y);
+  const auto lanes = run_pass<cpu_pass::lanes>(forced, tl::mse, pf, x, y, 0);
+  const auto blocked = run_pass<cpu_pass::blocked>(forced, tl::mse, pf, x, y, 0);
+  EXPECT_EQ(std::vector<float>(via_api.gradient.flat().begin(), via_api.gradient.flat().end()), lanes.gradient);
+  EXPECT_NE(lanes.gradient, blocked.gradient);  // the two passes round differently: the check above can fail
+  const auto wide = width_32();
+  const auto pw = tl::init(wide, gen);
+  const auto xw = random_matrix<float>(gen, 1, 100);
+  const auto yw = random_matrix<float>(gen, 1, 100);
+  const auto wide_api = tl::value_and_grad(tl::mse, wide, pw, xw, yw);
+  EXPECT_EQ(std::vector<float>(wide_api.gradient.flat().begin(), wide_api.gradient.flat().end()),
+            (run_pass<cpu_pass::blocked>(wide, tl::mse, pw, xw, yw, 0).gradient));
+}
+
+TEST(BlockedPass, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {
+  const auto model = width_32();
+  tl::rng gen(3);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.01f});
+  tl::matrix x(1, 300), y(1, 300);
+  for (std::size_t s = 0; s < 300; ++s) x(0, s) = float(s) / 300, y(0, s) = 0.5f;
+  x(0, 299) = INFINITY;  // in the second chunk
+  const auto before = state.params;
+  EXPECT_THROW(tl::train_step(state, tl::mse, x, y), tl::numeric_error);
+  EXPECT_EQ(state.step, 0);
+  for (std::size_t k = 0; k < decltype(before)::size; ++k) ASSERT_EQ(state.params.flat()[k], before.flat()[k]) << k;
+}
+
+}  // namespace
