@@ -16,14 +16,8 @@
 namespace {
 
 using tl_test::random_batch;
+using tl_test::cast;
 using tl_test::relative_difference;
-
-template <class T>
-tl::basic_matrix<T> cast(const tl::basic_matrix<double>& m) {
-  tl::basic_matrix<T> r(m.features(), m.batch());
-  for (std::size_t k = 0; k < m.size(); ++k) r.values()[k] = static_cast<T>(m.values()[k]);
-  return r;
-}
 
 // Loss and gradient through the layered path equal the CPU's: 1e-5 relative in
 // float, 1e-12 in double. `chunk_bytes` small forces many chunks and a partial last one.

@@ -22,14 +22,8 @@ namespace {
 
 using tl_test::random_batch;
 using tl_test::random_parameters;
+using tl_test::cast;
 using tl_test::relative_difference;
-
-template <class T>
-tl::basic_matrix<T> cast(const tl::basic_matrix<double>& m) {
-  tl::basic_matrix<T> r(m.features(), m.batch());
-  for (std::size_t k = 0; k < m.size(); ++k) r.values()[k] = static_cast<T>(m.values()[k]);
-  return r;
-}
 template <class T, class Model>
 tl::parameters<Model, T> cast(const tl::parameters<Model, double>& p) {
   return tl::parameters<Model, T>(std::vector<T>(p.flat().begin(), p.flat().end()));

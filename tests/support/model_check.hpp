@@ -14,6 +14,14 @@
 
 namespace tl_test {
 
+// A float64 batch (the tests' random data) at precision T.
+template <class T>
+tl::basic_matrix<T> cast(const tl::basic_matrix<double>& m) {
+  tl::basic_matrix<T> r(m.features(), m.batch());
+  for (std::size_t k = 0; k < m.size(); ++k) r.values()[k] = static_cast<T>(m.values()[k]);
+  return r;
+}
+
 inline tl::basic_matrix<double> random_batch(tl::rng& gen, std::size_t features, std::size_t batch, double low,
                                              double high) {
   tl::basic_matrix<double> m(features, batch);
