@@ -38,17 +38,31 @@ enum class gpu_regime { automatic, fused, layered };
 
 namespace tl::detail::gpu {
 
-// Chains of dense layers of more than 255 parameters. Smaller ones train on the
-// per-thread kernels, and leaving the layered path's GEMMs out of their programs keeps
-// the seed fit's nvcc build at 16.8 s instead of 25.2 (2-core machine).
+// The models the layered path can compute: chains of dense layers (cuda/step.hpp
+// decides which of them compile it in).
 template <class Model>
-inline constexpr bool layered_supports = is_dense_chain<Model>::value && Model::parameter_count >= 256;
+inline constexpr bool layered_supports = is_dense_chain<Model>::value;
 
-// Where layer L's weights are, and its units' values in a chunk's workspace.
 inline constexpr std::size_t default_chunk_bytes = std::size_t(512) << 20;
 
+// A chunk's workspace (`units`): every layer's outputs for `chunk` samples, then every
+// layer's slopes (activation derivatives, turned into deltas by the backward pass).
 template <class Model>
 inline constexpr std::size_t unit_count = Model::template output_offset<Model::depth>;
+template <class Model, std::size_t L, class T>
+T* layer_outputs(T* units, std::size_t chunk) {
+  return units + Model::template output_offset<L> * chunk;
+}
+template <class Model, std::size_t L, class T>
+T* layer_slopes(T* units, std::size_t chunk) {
+  return units + (unit_count<Model> + Model::template output_offset<L>) * chunk;
+}
+// Layer L's input: the chunk's data for the first layer, else the layer before's outputs.
+template <class Model, std::size_t L, class T>
+const T* layer_input(const T* x, T* units, std::size_t chunk) {
+  if constexpr (L == 0) return x;
+  else return layer_outputs<Model, L - 1>(units, chunk);
+}
 
 // How one step is cut: samples per chunk, and each layer's weight-gradient rows.
 template <class Model>
@@ -244,15 +258,16 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     ([&] {
       using layer = typename Model::template layer_type<L>;
-      const T* in = L == 0 ? x : units + Model::template output_offset<L - (L > 0)> * chunk;
-      T* out = (L + 1 == Model::depth && last_out) ? last_out : units + Model::template output_offset<L> * chunk;
-      T* slope = keep_slopes ? units + (unit_count<Model> + Model::template output_offset<L>) * chunk : nullptr;
+      const T* in = layer_input<Model, L>(x, units, chunk);
+      T* out = (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, chunk);
+      T* slope = keep_slopes ? layer_slopes<Model, L>(units, chunk) : nullptr;
       const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
       launch_gemm<Precision>(operand<T, row_major>{in, layer::inputs}, operand<T, col_major>{w, layer::inputs}, rows,
-                  layer::outputs, layer::inputs, 1,
-                  forward_epilogue<decltype(layer::activation), T>{model.template sublayer<L>().activation,
-                                                                  w + layer::bias_offset, out, slope, layer::outputs},
-                  stream);
+                             layer::outputs, layer::inputs, 1,
+                             forward_epilogue<decltype(layer::activation), T>{
+                                 model.template sublayer<L>().activation, w + layer::bias_offset, out, slope,
+                                 layer::outputs},
+                             stream);
       TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered forward)");
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
@@ -269,19 +284,16 @@ void layered_backward(const Model&, const T* params, const T* x, std::size_t row
       constexpr std::size_t L = Model::depth - 1 - R;
       using layer = typename Model::template layer_type<L>;
       constexpr std::size_t In = layer::inputs, Out = layer::outputs;
-      const T* in = L == 0 ? x : units + Model::template output_offset<L - (L > 0)> * chunk;
-      T* delta = units + (unit_count<Model> + Model::template output_offset<L>) * chunk;
-      launch_gemm<Precision>(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
-                  ws.plan.slices[L],
-                                     weight_gradient_epilogue<T>::template make<layer>(partials + ws.plan.base[L], flag,
-                                                                                        accumulate),
-                  stream);
+      const T* in = layer_input<Model, L>(x, units, chunk);
+      T* delta = layer_slopes<Model, L>(units, chunk);
+      launch_gemm<Precision>(
+          operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows, ws.plan.slices[L],
+          weight_gradient_epilogue<T>::template make<layer>(partials + ws.plan.base[L], flag, accumulate), stream);
       TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
       if constexpr (L > 0) {
         const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
-        T* previous = units + (unit_count<Model> + Model::template output_offset<L - 1>) * chunk;
         launch_gemm<Precision>(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
-                    input_delta_epilogue<T>{previous, In}, stream);
+                               input_delta_epilogue<T>{layer_slopes<Model, L - 1>(units, chunk), In}, stream);
         TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
       }
     }(), ...);
@@ -301,9 +313,9 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
     const std::size_t rows = std::min(chunk, batch - first);
     layered_forward<Precision>(model, params, x + first * In, rows, chunk, units, static_cast<T*>(nullptr), true,
                                stream);
-    T* last_slope = units + (unit_count<Model> + Model::template output_offset<Model::depth - 1>) * chunk;
+    constexpr std::size_t last = Model::depth - 1;
     loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
-        loss, units + Model::template output_offset<Model::depth - 1> * chunk, y + first * Out, last_slope, rows,
+        loss, layer_outputs<Model, last>(units, chunk), y + first * Out, layer_slopes<Model, last>(units, chunk), rows,
         losses + first, loss_and_flag, step_counter, first == 0);
     TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
     layered_backward<Precision>(model, params, x + first * In, rows, chunk, units, ws, first > 0, stream);

@@ -19,11 +19,23 @@
 #include "tapeless/train/state.hpp"
 
 namespace tl::detail {
+inline constexpr int step_threads = 256;
+// Models with more gradient sums than this per thread use the tiled or general kernels.
+inline constexpr std::size_t per_thread_gradient_limit = 256;
+template <model Model>
+inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
+
+// The dense chains whose programs compile the layered path in: not those that train on
+// the per-thread kernels, whose nvcc build it would lengthen (the seed fit's: 13.2 s
+// without it, 25.2 s with it, on the 2-core machine).
+template <model Model>
+inline constexpr bool layered_available = gpu::layered_supports<Model> && !per_thread_gradients<Model>;
+
 struct no_workspace {};
 // The layered path's buffers, for the models it can train.
 template <class Model, class T>
 using layered_workspace_for =
-    std::conditional_t<gpu::layered_supports<Model>, gpu::layered_workspace<Model, T>, no_workspace>;
+    std::conditional_t<layered_available<Model>, gpu::layered_workspace<Model, T>, no_workspace>;
 
 // Parameters, optimizer state and the per-step partials, checked before allocating.
 template <model Model, class Optimizer, class T>
@@ -34,16 +46,10 @@ std::size_t checked_parameter_count() {
   return P;
 }
 
-inline constexpr int step_threads = 256;
-// Models with more gradient sums than this per thread use the tiled or general kernels.
-inline constexpr std::size_t per_thread_gradient_limit = 256;
 // The general kernel keeps P + 1 sums per thread in local memory: past this many
 // parameters a non-dense model is refused at compile time.
 inline constexpr std::size_t general_parameter_limit = 8192;
 inline constexpr int general_threads = 64;
-
-template <model Model>
-inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
 
 // fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
 // block's time grows with that work, the per-step kernels' stays near 10 µs a step
@@ -60,18 +66,7 @@ constexpr bool tiled_possible() {
     return gpu::tiled_layout<Model, matmul_precision::fp32>::shared_floats * sizeof(float) <= tiled_shared_limit;
   else return false;
 }
-template <model Model, class T>
-constexpr bool tiled_fits() {
-  return tiled_possible<Model, T>();
-}
-
 enum class gpu_path { registers, tiled, layered, general };
-template <model Model, class T>
-inline constexpr gpu_path path_for = per_thread_gradients<Model>      ? gpu_path::registers
-                                     : tiled_fits<Model, T>()          ? gpu_path::tiled
-                                     : gpu::layered_supports<Model>    ? gpu_path::layered
-                                                                       : gpu_path::general;
-
 // The per-sample ("fused") kernels a model can take, and whether it can take any: a
 // dense chain too large for all of them trains on the layered path only.
 template <model Model, class T>
@@ -79,8 +74,14 @@ inline constexpr gpu_path fused_path = per_thread_gradients<Model> ? gpu_path::r
                                        : tiled_possible<Model, T>() ? gpu_path::tiled
                                                                     : gpu_path::general;
 template <model Model, class T>
-inline constexpr bool fused_available = !gpu::layered_supports<Model> || fused_path<Model, T> != gpu_path::general ||
+inline constexpr bool fused_available = !layered_available<Model> || fused_path<Model, T> != gpu_path::general ||
                                         Model::parameter_count <= general_parameter_limit;
+// The automatic choice: the per-thread or tiled kernels where they fit, else the
+// layered path for dense chains, else the general kernel.
+template <model Model, class T>
+inline constexpr gpu_path path_for = fused_path<Model, T> != gpu_path::general ? fused_path<Model, T>
+                                     : layered_available<Model>                 ? gpu_path::layered
+                                                                                : gpu_path::general;
 
 template <model Model, class T>
 constexpr bool check_gpu_model() {
@@ -95,7 +96,7 @@ constexpr bool check_gpu_model() {
 // take is a shape_error. bf16 products exist on the layered path only.
 template <model Model, class T>
 bool takes_layered_path(gpu_regime regime, matmul_precision precision = matmul_precision::fp32) {
-  if constexpr (!gpu::layered_supports<Model>) {
+  if constexpr (!layered_available<Model>) {
     if (regime == gpu_regime::layered || precision == matmul_precision::bf16)
       throw shape_error(std::string("tapeless: ") +
                         (regime == gpu_regime::layered ? "gpu_regime::layered" : "matmul_precision::bf16") +
@@ -225,7 +226,7 @@ struct step_output {
 template <model Model, class T>
 void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
                   layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes) {
-  if constexpr (gpu::layered_supports<Model>) {
+  if constexpr (layered_available<Model>) {
     if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors());
   }
   if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);
@@ -244,7 +245,7 @@ void enqueue_gradient(const Model& model, const Loss& loss, const T* params, con
                                      out.counter, out.history, out.failed, stream);
     TL_CUDA_CHECK_LAUNCH("reduce_update_kernel");
   };
-  if constexpr (gpu::layered_supports<Model>) {
+  if constexpr (layered_available<Model>) {
     if (layered) {
       gpu::layered_partial_sums(model, loss, params, x.data(), y.data(), x.batch(), workspace, precision, out.counter,
                                 stream);

@@ -219,7 +219,7 @@ basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>&
   detail::check_batch<Model>("apply", x);
   detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
   basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
-  if constexpr (detail::gpu::layered_supports<Model>) {
+  if constexpr (detail::layered_available<Model>) {
     if (detail::takes_layered_path<Model, T>(regime)) {
       detail::gpu::layered_workspace<Model, T> workspace;
       workspace.prepare("apply", x.batch(), layered_chunk_bytes, detail::multiprocessors());
