@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fit_timing.hpp"
 #include "tapeless/cuda.hpp"
 
 namespace {
@@ -40,25 +41,7 @@ void time_model(const char* name, const Model& model, std::size_t batch, int rep
   s.layered_chunk_bytes = chunk_bytes;
   s.precision = precision;
   const tl::cuda_train_state initial = s;
-  cudaEvent_t start, stop;
-  TL_CUDA_CHECK(cudaEventCreate(&start));
-  TL_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> per_step;
-  for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
-    thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
-    thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
-    s.step = 0;
-    TL_CUDA_CHECK(cudaDeviceSynchronize());
-    TL_CUDA_CHECK(cudaEventRecord(start));
-    tl::fit(s, tl::mse, x, y, steps);
-    TL_CUDA_CHECK(cudaEventRecord(stop));
-    TL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms;
-    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
-  }
-  std::sort(per_step.begin(), per_step.end());
-  const double median = per_step[per_step.size() / 2];
+  const double median = bench::time_fits(s, initial, tl::mse, x, y, steps, repetitions).median_us_per_step;
   const char* names[] = {"fp32", "tf32", "bf16"};
   std::printf("%s_%s_b%zu_us %.1f   (%.2f TFLOP/s; %s)\n", name, names[int(precision)], batch, median,
               flops_per_step<Model>(batch) / (median * 1e-6) / 1e12,

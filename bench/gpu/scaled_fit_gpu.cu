@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../../examples/seed_fit.hpp"
+#include "fit_timing.hpp"
 #include "tapeless/cuda.hpp"
 
 int main(int argc, char** argv) {
@@ -20,29 +21,10 @@ int main(int argc, char** argv) {
   const auto p0 = tl::init(model, gen);
   tl::cuda_train_state s(model, p0, tl::adam{0.01f});
   const tl::cuda_train_state initial = s;
-  cudaEvent_t start, stop;
-  TL_CUDA_CHECK(cudaEventCreate(&start));
-  TL_CUDA_CHECK(cudaEventCreate(&stop));
   const double flops = double(points) * 3 * 2 * (64 + 64 * 64 + 64);  // forward + backward, multiply-adds x 2
   for (const auto precision : {tl::matmul_precision::fp32, tl::matmul_precision::tf32}) {
     s.precision = precision;
-    std::vector<double> per_step;
-    float last = 0;
-    for (int r = 0; r < repetitions + 1; ++r) {  // the first run captures the graph
-      thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
-      thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
-      s.step = 0;
-      TL_CUDA_CHECK(cudaDeviceSynchronize());
-      TL_CUDA_CHECK(cudaEventRecord(start));
-      last = tl::fit(s, tl::mse, x, y, steps).loss_history.back();
-      TL_CUDA_CHECK(cudaEventRecord(stop));
-      TL_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms;
-      TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      if (r > 0) per_step.push_back(ms * 1e3 / double(steps));
-    }
-    std::sort(per_step.begin(), per_step.end());
-    const double median = per_step[per_step.size() / 2];
+    const auto [median, last] = bench::time_fits(s, initial, tl::mse, x, y, steps, repetitions);
     const char* name = precision == tl::matmul_precision::tf32 ? "tf32" : "fp32";
     std::printf("tapeless_scaled_%s_step_us %.1f\n", name, median);
     std::printf("(%s: median of %d runs of 100 steps; %.1f TFLOP/s of the %.1f GFLOP counted per step; final loss %.5f)\n",

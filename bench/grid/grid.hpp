@@ -152,6 +152,20 @@ struct measurement {
   double loss;          // the last step's loss (the run trains: it should fall)
 };
 
+// o.reps fits of `steps` each (fit(steps) returns a tl::fit_result), continuing from
+// the state before: a step costs the same. The median time a step, and the last loss.
+template <class Fit>
+measurement timed_fits(const options& o, std::size_t steps, Fit fit) {
+  std::vector<double> per_step;
+  double loss = 0;
+  for (int r = 0; r < o.reps; ++r) {
+    const auto run = fit(steps);
+    per_step.push_back(run.seconds * 1e6 / double(steps));
+    loss = run.loss_history.back();
+  }
+  return {median(per_step), steps, loss};
+}
+
 inline void print_measurement(const char* act, std::size_t depth, std::size_t batch, const measurement& m,
                               int reps) {
   const double flops = step_flops(depth, batch);

@@ -16,15 +16,7 @@ grid::measurement time_cells(const Model& model, const tl::matrix& x, const tl::
   const tl::fit_options quiet{.progress = false};
   // The warm-up: one step, which also sizes the steps of the timed fits.
   const std::size_t steps = grid::steps_for(o, tl::fit(state, tl::mse, x, y, 1, quiet).seconds);
-  std::vector<double> per_step;
-  double loss = 0;
-  for (int r = 0; r < o.reps; ++r) {
-    // The timed fits continue training from the state before: a step costs the same.
-    const auto run = tl::fit(state, tl::mse, x, y, steps, quiet);
-    per_step.push_back(run.seconds * 1e6 / double(steps));
-    loss = run.loss_history.back();
-  }
-  return {grid::median(per_step), steps, loss};
+  return grid::timed_fits(o, steps, [&](std::size_t n) { return tl::fit(state, tl::mse, x, y, n, quiet); });
 }
 
 template <std::size_t Depth, class Act>

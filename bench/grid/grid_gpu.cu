@@ -21,15 +21,8 @@ grid::measurement time_cells(const Model& model, const tl::device_matrix& x, con
   tl::fit(state, tl::mse, x, y, 2);
   const std::size_t steps = grid::steps_for(o, tl::fit(state, tl::mse, x, y, 2).seconds / 2);
   tl::fit(state, tl::mse, x, y, steps);
-  std::vector<double> per_step;
-  double loss = 0;
-  for (int r = 0; r < o.reps; ++r) {
-    // The timed fits continue training from the state before: a step costs the same.
-    const auto run = tl::fit(state, tl::mse, x, y, steps);  // its seconds end after a device synchronization
-    per_step.push_back(run.seconds * 1e6 / double(steps));
-    loss = run.loss_history.back();
-  }
-  return {grid::median(per_step), steps, loss};
+  // A fit's seconds end after a device synchronization.
+  return grid::timed_fits(o, steps, [&](std::size_t n) { return tl::fit(state, tl::mse, x, y, n); });
 }
 
 template <std::size_t Depth, class Act>
