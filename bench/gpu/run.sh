@@ -16,6 +16,8 @@ if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
 targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
+# The per-layer microbenchmarks, where Google Benchmark was found.
+grep -q "^build bench/micro_dense_gpu:" build-gpu/build.ninja && targets+=" bench/micro_dense_gpu"
 ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 
@@ -53,6 +55,9 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
+  [ -x build-gpu/bench/micro_dense_gpu ] &&
+    build-gpu/bench/micro_dense_gpu --benchmark_min_time=0.05s >"$logs/micro_dense_gpu.log" 2>&1 &&
+    echo "per-layer microbenchmarks: $(grep -c "us/call" "$logs/micro_dense_gpu.log") timed ($logs/micro_dense_gpu.log)"
   peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
   get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
   one=$(get tapeless_gpu_one_launch_us)

@@ -70,7 +70,7 @@ if [[ "$targets" == *app_cuda* ]]; then
   command=$(compile_command "$work/meson/build" main.cu)
   has "$command" -expt-relaxed-constexpr
   has "$command" -fno-trapping-math
-  echo "main.cu compiled by nvcc with dependency('tapeless') alone"
+  echo "main.cu compiled by nvcc and linked with dependency('tapeless-cuda') alone"
 else
   echo "no nvcc: main.cu not compiled"
 fi

@@ -225,9 +225,9 @@ struct step_output {
 // Buffers sized for x's batch before a step is enqueued (never during a graph capture).
 template <model Model, class T>
 void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
-                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes) {
+                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes, gemm_backend gemm) {
   if constexpr (layered_available<Model>) {
-    if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors());
+    if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors(), gemm);
   }
   if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);
 }

@@ -1,0 +1,152 @@
+// One dense W -> W tanh layer on the GPU through the layer-at-a-time path's own calls
+// (cuda/layer_products.hpp): forward (product, bias, tanh and its slope), backward
+// (weight and bias gradient, input delta scaled by the previous layer's slopes) for a
+// batch of samples, with each product backend (cuBLASLt, own GEMM) and precision, and
+// the Adam update over the layer's parameters (reduce_update_kernel). The layer is the
+// second of a W -> W -> W chain, so that its input and the slopes before it are real.
+// Timed with CUDA events (manual time), 10 launches an iteration.
+// Counters: TFLOP/s counts 2 B W^2 (forward) and 4 B W^2 (backward); for the update,
+// GB/s counts Adam's traffic (reads p, the gradient, m, v; writes p, m, v).
+//   build-gpu/bench/micro_dense_gpu [--benchmark_filter=backward] [--benchmark_min_time=0.1s]
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <string>
+
+#include "tapeless/cuda.hpp"
+
+namespace {
+
+namespace gpu = tl::detail::gpu;
+constexpr int launches = 10;
+constexpr std::size_t batch = 65536;
+
+template <std::size_t W>
+auto two_layers() {
+  return tl::chain(tl::dense<W, W>(tl::tanh), tl::dense<W, W>(tl::tanh));
+}
+
+// Times `launches` calls of body(stream) per iteration.
+template <class Body>
+void time_launches(benchmark::State& state, double flops, double bytes, Body body) {
+  cudaEvent_t start, stop;
+  TL_CUDA_CHECK(cudaEventCreate(&start));
+  TL_CUDA_CHECK(cudaEventCreate(&stop));
+  body();  // plans cuBLASLt's products, warms up
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  double seconds = 0;
+  for (auto _ : state) {
+    TL_CUDA_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < launches; ++i) body();
+    TL_CUDA_CHECK(cudaEventRecord(stop));
+    TL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms;
+    TL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms * 1e-3);
+    seconds += ms * 1e-3;
+  }
+  const double calls = double(state.iterations()) * launches;
+  if (flops > 0) state.counters["TFLOP/s"] = flops * calls / seconds / 1e12;
+  if (bytes > 0) state.counters["GB/s"] = bytes * calls / seconds / 1e9;
+  state.counters["us/call"] = seconds / calls * 1e6;
+  TL_CUDA_CHECK(cudaEventDestroy(start));
+  TL_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
+template <std::size_t W>
+struct layer_setup {
+  using model_type = decltype(two_layers<W>());
+  model_type model = two_layers<W>();
+  thrust::device_vector<float> params, x;
+  gpu::layered_workspace<model_type, float> ws;
+  explicit layer_setup(tl::gemm_backend gemm) {
+    tl::rng gen(1);
+    const auto p = tl::init(model, gen);
+    params.assign(p.flat().begin(), p.flat().end());
+    std::vector<float> xh(batch * W);
+    for (float& v : xh) v = gen.symmetric<float>();
+    x = xh;
+    ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, tl::detail::multiprocessors(), gemm);
+    // The first layer's outputs and slopes: layer 1's input and previous slopes.
+    gpu::layered_forward<tl::matmul_precision::fp32>(model, raw(params), raw(x), batch, raw(ws.units), static_cast<float*>(nullptr), true,
+                                                     ws, cudaStream_t(0));
+  }
+  static float* raw(thrust::device_vector<float>& v) { return thrust::raw_pointer_cast(v.data()); }
+  float* units() { return raw(ws.units); }
+  float* in() { return gpu::layer_outputs<model_type, 0>(units(), ws.plan.stride); }
+  float* out() { return gpu::layer_outputs<model_type, 1>(units(), ws.plan.stride); }
+  float* slope() { return gpu::layer_slopes<model_type, 1>(units(), ws.plan.stride); }
+  float* previous_slope() { return gpu::layer_slopes<model_type, 0>(units(), ws.plan.stride); }
+};
+
+template <std::size_t W, tl::matmul_precision Precision>
+void forward(benchmark::State& state, tl::gemm_backend gemm) {
+  layer_setup<W> s(gemm);
+  time_launches(state, 2.0 * batch * W * W, 0, [&] {
+    gpu::forward_layer<Precision, 1>(s.model, s.raw(s.params), s.in(), batch, s.out(), s.slope(), s.ws,
+                                     cudaStream_t(0));
+  });
+}
+
+template <std::size_t W, tl::matmul_precision Precision>
+void backward(benchmark::State& state, tl::gemm_backend gemm) {
+  layer_setup<W> s(gemm);
+  float* grad = s.raw(s.ws.partials) + s.ws.plan.base[1];
+  float* flag = s.raw(s.ws.loss_and_flag) + 1;
+  time_launches(state, 4.0 * batch * W * W, 0, [&] {
+    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.in(), s.slope(), s.previous_slope(), batch, grad, flag,
+                                      false, s.ws, cudaStream_t(0));
+  });
+}
+
+template <std::size_t W>
+void update(benchmark::State& state) {
+  using model_type = decltype(tl::chain(tl::dense<W, W>(tl::tanh)));
+  gpu::layered_workspace<model_type, float> ws;
+  ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, tl::detail::multiprocessors(),
+             tl::gemm_backend::cublaslt);
+  constexpr std::size_t P = model_type::parameter_count;
+  thrust::device_vector<float> params(P, 0.1f), moments(2 * P, 0.0f), loss(1);
+  thrust::device_vector<long> counter(2, 0), failed(2, -1);
+  thrust::fill(ws.partials.begin(), ws.partials.end(), 0.01f);
+  thrust::fill(ws.loss_and_flag.begin(), ws.loss_and_flag.end(), 0.0f);
+  const auto raw = [](auto& v) { return thrust::raw_pointer_cast(v.data()); };
+  time_launches(state, 0, 7.0 * sizeof(float) * P, [&] {
+    gpu::launch_reduce_update<model_type>(ws.view(), 1.0f, raw(loss), static_cast<float*>(nullptr), tl::adam{1e-3},
+                                          raw(params), raw(moments), raw(counter), static_cast<float*>(nullptr),
+                                          raw(failed), cudaStream_t(0));
+  });
+}
+
+template <std::size_t W>
+void register_width() {
+  using P = tl::matmul_precision;
+  const std::string w = "/W:" + std::to_string(W);
+  for (auto gemm : {tl::gemm_backend::cublaslt, tl::gemm_backend::own}) {
+    const std::string g = gemm == tl::gemm_backend::own ? "own" : "cublaslt";
+    benchmark::RegisterBenchmark(("forward/" + g + "/fp32" + w).c_str(), forward<W, P::fp32>, gemm)->UseManualTime();
+    benchmark::RegisterBenchmark(("forward/" + g + "/tf32" + w).c_str(), forward<W, P::tf32>, gemm)->UseManualTime();
+    benchmark::RegisterBenchmark(("backward/" + g + "/fp32" + w).c_str(), backward<W, P::fp32>, gemm)->UseManualTime();
+    benchmark::RegisterBenchmark(("backward/" + g + "/tf32" + w).c_str(), backward<W, P::tf32>, gemm)->UseManualTime();
+  }
+  benchmark::RegisterBenchmark(("update/adam" + w).c_str(), update<W>)->UseManualTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!tl::default_device().is_cuda()) {
+    std::printf("no GPU: nothing to time\n");
+    return 0;
+  }
+  register_width<16>();
+  register_width<32>();
+  register_width<64>();
+  register_width<128>();
+  register_width<256>();
+  register_width<512>();
+  register_width<1024>();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}

@@ -1,0 +1,153 @@
+// Matrix products through cuBLASLt, for the layer-at-a-time path (cuda/layered.hpp):
+//   C (m x n) = op(A) op(B) + beta C,   column-major, as BLAS writes them
+// cuBLASLt picks its kernel per shape from heuristics; that choice, the descriptors
+// and the matrix layouts are kept per shape (and per pointer alignment, which the
+// heuristics must be told), so a step's products are planned once and later calls
+// only launch — inside a captured graph too (the workspace is ours: cuBLASLt
+// allocates nothing while capturing). Scalars are host values, read at launch.
+#pragma once
+
+#include <cublasLt.h>
+#include <thrust/device_vector.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/tile_layout.hpp"
+
+namespace tl::detail {
+inline void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw cuda_error(cudaErrorUnknown, std::string("tapeless: ") + call + " failed at " + file + ":" +
+                                           std::to_string(line) + ": " + cublasLtGetStatusName(status) + ": " +
+                                           cublasLtGetStatusString(status));
+}
+}  // namespace tl::detail
+#define TL_CUBLAS_CHECK(call) ::tl::detail::cublas_check((call), #call, __FILE__, __LINE__)
+
+namespace tl::detail::gpu {
+
+// One product's shape: C (m x n, leading dimension ldc) = op(A) op(B), with A stored
+// as (transpose_a ? k x m : m x k) and B as (transpose_b ? n x k : k x n).
+struct blas_shape {
+  bool transpose_a, transpose_b;
+  std::uint64_t m, n, k, lda, ldb, ldc;
+  auto values() const { return std::make_tuple(transpose_a, transpose_b, m, n, k, lda, ldb, ldc); }
+};
+
+// The largest power of two, up to 256, that divides a pointer's address: cuBLASLt's
+// heuristics assume 256-byte aligned operands unless told otherwise.
+inline std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align) align /= 2;
+  return align;
+}
+
+class blas_products {
+ public:
+  // cuBLASLt's recommended workspace on Hopper.
+  static constexpr std::size_t workspace_bytes = std::size_t(32) << 20;
+
+  blas_products() = default;
+  blas_products(const blas_products&) {}  // copies start empty: plans hold a handle
+  blas_products& operator=(const blas_products&) { return *this; }
+  ~blas_products() { reset(); }
+
+  // C = op(A) op(B) + beta C in T (float or double) at `precision` (float only: tf32 /
+  // bf16 round the operands for tensor cores and sum in fp32).
+  template <class T>
+  void multiply(const blas_shape& s, const T* a, const T* b, T* c, T beta, matmul_precision precision,
+                cudaStream_t stream) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    if (!handle_) {
+      TL_CUBLAS_CHECK(cublasLtCreate(&handle_));
+      workspace_.resize(workspace_bytes);
+    }
+    const key k{s.values(), std::is_same_v<T, double>, int(precision), alignment_of(a), alignment_of(b),
+                alignment_of(c)};
+    auto found = plans_.find(k);
+    if (found == plans_.end()) found = plans_.emplace(k, make_plan<T>(s, precision, k)).first;
+    const plan& p = found->second;
+    const T alpha = T(1);
+    TL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                                   thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream));
+  }
+
+  void reset() {
+    for (auto& [k, p] : plans_) p.destroy();
+    plans_.clear();
+    if (handle_) cublasLtDestroy(handle_);
+    handle_ = nullptr;
+  }
+
+ private:
+  using key = std::tuple<decltype(std::declval<blas_shape>().values()), bool, int, std::uint32_t, std::uint32_t,
+                         std::uint32_t>;
+  struct plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    void destroy() {
+      if (desc) cublasLtMatmulDescDestroy(desc);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (c) cublasLtMatrixLayoutDestroy(c);
+    }
+  };
+
+  template <class T>
+  plan make_plan(const blas_shape& s, matmul_precision precision, const key& k) {
+    constexpr bool is_double = std::is_same_v<T, double>;
+    const cudaDataType_t type = is_double ? CUDA_R_64F : CUDA_R_32F;
+    const cublasComputeType_t compute = is_double                                  ? CUBLAS_COMPUTE_64F
+                                        : precision == matmul_precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                        : precision == matmul_precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                                              : CUBLAS_COMPUTE_32F;
+    plan p;
+    try {
+      TL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, type));
+      const cublasOperation_t ta = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+      TL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+      TL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.lda));
+      TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.ldb));
+      TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, s.m, s.n, s.ldc));
+      cublasLtMatmulPreference_t preference = nullptr;
+      TL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+      const std::uint64_t bytes = workspace_bytes;
+      const std::uint32_t align[3] = {std::get<3>(k), std::get<4>(k), std::get<5>(k)};
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align[0], 4);
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1], 4);
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], 4);
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2], 4);
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t status =
+          cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(preference);
+      TL_CUBLAS_CHECK(status);
+      if (found == 0)
+        throw cuda_error(cudaErrorNotSupported, "tapeless: cuBLASLt has no kernel for a " + std::to_string(s.m) + " x " +
+                                                    std::to_string(s.n) + " x " + std::to_string(s.k) +
+                                                    " product; use layered_gemm::own");
+      p.algo = result.algo;
+    } catch (...) {
+      p.destroy();
+      throw;
+    }
+    return p;
+  }
+
+  cublasLtHandle_t handle_ = nullptr;
+  thrust::device_vector<unsigned char> workspace_;
+  std::map<key, plan> plans_;
+};
+
+}  // namespace tl::detail::gpu

@@ -1,0 +1,166 @@
+// One dense layer's products on the layer-at-a-time path, in column-major BLAS terms
+// with a chunk's samples as columns (a layer's rows in the workspace are its samples):
+//   forward       Z (Out x rows) = W^T X, then A = act(Z + b), slope = act'(Z + b)
+//   weight grad   dW (In x Out) += X delta^T,  db (Out) += delta ones
+//   input delta   delta_prev (In x rows) = (W delta) * slope_prev
+// W is the layer's row-major Out x In weight block, i.e. a column-major In x Out matrix.
+// Two backends (tl::gemm_backend): tapeless's own GEMM with the elementwise work in its
+// epilogues, or cuBLASLt's products followed by one elementwise kernel.
+#pragma once
+
+#include <cstddef>
+
+#include "tapeless/cuda/blas.hpp"
+#include "tapeless/cuda/gemm.hpp"
+#include "tapeless/cuda/layered_plan.hpp"
+
+namespace tl::detail::gpu {
+
+// Epilogues of the three products (cuda/gemm.hpp calls them per output element).
+template <class Activation, class T>
+struct forward_epilogue {  // out = act(z + b), slope = act'(z + b)
+  Activation activation;
+  const T* bias;
+  T* out;
+  T* slope;  // null: not kept (apply)
+  std::size_t width;
+  __device__ void operator()(std::size_t m, std::size_t n, T z, unsigned) const {
+    T d;
+    out[m * width + n] = activation.value_and_derivative(z + bias[n], d);
+    if (slope) slope[m * width + n] = d;
+  }
+};
+template <class T>
+struct input_delta_epilogue {  // delta_{l-1} = (delta_l W_l) * act'(z_{l-1}), in place of the slope
+  T* slope;
+  std::size_t width;
+  __device__ void operator()(std::size_t m, std::size_t n, T sum, unsigned) const { slope[m * width + n] *= sum; }
+};
+// Row `slice` of a layer's gradient: dW[o][i], and db[o] at column i = inputs. One
+// kernel for every layer (of one T and precision), so the place of (o, i) is data: the
+// strides of the layer's own weight_index / bias_index (nn/dense.hpp).
+template <class T>
+struct weight_gradient_epilogue {
+  T* rows;
+  T* flag;
+  bool accumulate;  // later chunks add to the first one's sums
+  std::size_t inputs, parameter_count, weight_row, weight_column, bias_offset, bias_step;
+  template <class Layer>
+  static weight_gradient_epilogue make(T* rows, T* flag, bool accumulate) {
+    return {rows,
+            flag,
+            accumulate,
+            Layer::inputs,
+            Layer::parameter_count,
+            Layer::weight_index(1, 0) - Layer::weight_index(0, 0),
+            Layer::inputs > 1 ? Layer::weight_index(0, 1) - Layer::weight_index(0, 0) : 1,
+            Layer::bias_index(0),
+            Layer::outputs > 1 ? Layer::bias_index(1) - Layer::bias_index(0) : 1};
+  }
+  __device__ void operator()(std::size_t o, std::size_t i, T sum, unsigned slice) const {
+    T& g = rows[std::size_t(slice) * parameter_count +
+                (i < inputs ? o * weight_row + i * weight_column : bias_offset + o * bias_step)];
+    g = accumulate ? g + sum : sum;
+    if (!isfinite(g)) *flag = T(1);
+  }
+};
+
+
+// After a cuBLASLt product, the elementwise work the own GEMM does in its epilogues.
+// Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
+template <class Activation, std::size_t Width, class T>
+__global__ void bias_activation_kernel(Activation activation, const T* bias, T* out, T* slope, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    T d;
+    out[i] = activation.value_and_derivative(out[i] + bias[i % Width], d);
+    if (slope) slope[i] = d;
+  }
+}
+template <class T>
+__global__ void scale_by_kernel(T* slope, const T* sums, std::size_t count) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    slope[i] *= sums[i];
+}
+// cuBLASLt's sums have no epilogue of ours to check them: the gradient's non-finite
+// flag is set here, once a step, for reduce_update_kernel.
+template <class T>
+__global__ void flag_non_finite_kernel(const T* values, std::size_t count, T* flag) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    if (!isfinite(values[i])) *flag = T(1);
+}
+inline unsigned elementwise_blocks(std::size_t count) {
+  return unsigned(std::min<std::size_t>((count + 255) / 256, 8192));
+}
+
+// The layer's weight block must be row-major Out x In with its bias after it, as BLAS
+// and the own GEMM's operands read it (nn/dense.hpp's layout).
+template <class Layer>
+inline constexpr bool blas_layout = Layer::weight_index(0, 0) == Layer::weight_offset &&
+                                    (Layer::outputs == 1 || Layer::weight_index(1, 0) - Layer::weight_offset == Layer::inputs) &&
+                                    (Layer::inputs == 1 || Layer::weight_index(0, 1) - Layer::weight_offset == 1) &&
+                                    Layer::bias_index(0) == Layer::bias_offset &&
+                                    (Layer::outputs == 1 || Layer::bias_index(1) == Layer::bias_offset + 1);
+
+// Layer L forward for `rows` samples: outputs to `out`, activation derivatives to
+// `slope` (none: apply).
+template <matmul_precision Precision, std::size_t L, class Model, class T>
+void forward_layer(const Model& model, const T* params, const T* in, std::size_t rows, T* out, T* slope,
+                   layered_workspace<Model, T>& ws, cudaStream_t stream) {
+  using layer = typename Model::template layer_type<L>;
+  static_assert(blas_layout<layer>, "the layered path reads a dense layer's weights as a row-major Out x In block");
+  constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
+  const auto activation = model.template sublayer<L>().activation;
+  if (uses_cublaslt(ws.plan.gemm)) {
+    ws.blas.multiply(blas_shape{true, false, Out, rows, In, In, In, Out}, w, in, out, T(0), Precision, stream);
+    bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
+        activation, w + layer::bias_offset, out, slope, rows * Out);
+    TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
+  } else {
+    launch_gemm<Precision>(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
+                           forward_epilogue<decltype(activation), T>{activation, w + layer::bias_offset, out, slope, Out},
+                           stream);
+    TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered forward)");
+  }
+}
+
+// Layer L backward for `rows` samples from its deltas: its gradient into `grad` (the
+// layer's parameters' sums, `accumulate`d over chunks), and the deltas of layer L - 1
+// in place of that layer's slopes `previous_slope`.
+template <matmul_precision Precision, std::size_t L, class Model, class T>
+void backward_layer(const T* params, const T* in, const T* delta, T* previous_slope, std::size_t rows, T* grad,
+                    T* flag, bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+  using layer = typename Model::template layer_type<L>;
+  constexpr std::size_t In = layer::inputs, Out = layer::outputs;
+  const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
+  if (uses_cublaslt(ws.plan.gemm)) {
+    const T beta = accumulate ? T(1) : T(0);
+    const T* ones = thrust::raw_pointer_cast(ws.ones.data());
+    ws.blas.multiply(blas_shape{false, true, In, Out, rows, In, Out, In}, in, delta, grad + layer::weight_offset,
+                     beta, Precision, stream);
+    ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
+                     beta, Precision, stream);
+    if constexpr (L > 0) {
+      T* sums = thrust::raw_pointer_cast(ws.products.data());
+      ws.blas.multiply(blas_shape{false, false, In, rows, Out, In, Out, In}, w, delta, sums, T(0), Precision, stream);
+      scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
+                                                                          rows * In);
+      TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
+    }
+  } else {
+    launch_gemm<Precision>(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
+                           ws.plan.slices[L], weight_gradient_epilogue<T>::template make<layer>(grad, flag, accumulate),
+                           stream);
+    TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
+    if constexpr (L > 0) {
+      launch_gemm<Precision>(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
+                             input_delta_epilogue<T>{previous_slope, In}, stream);
+      TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
+    }
+  }
+}
+
+}  // namespace tl::detail::gpu
