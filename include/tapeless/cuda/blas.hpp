@@ -65,10 +65,7 @@ class blas_products {
   void multiply(const blas_shape& s, const T* a, const T* b, T* c, T beta, matmul_precision precision,
                 cudaStream_t stream) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-    if (!handle_) {
-      TL_CUBLAS_CHECK(cublasLtCreate(&handle_));
-      workspace_.resize(workspace_bytes);
-    }
+    prepare();
     const key k{s.values(), std::is_same_v<T, double>, int(precision), alignment_of(a), alignment_of(b),
                 alignment_of(c)};
     auto found = plans_.find(k);
@@ -77,6 +74,14 @@ class blas_products {
     const T alpha = T(1);
     TL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                    thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream));
+  }
+
+  // The handle and workspace: called before a graph capture, which allows no allocation.
+  bool ready() const { return handle_ != nullptr; }
+  void prepare() {
+    if (handle_) return;
+    TL_CUBLAS_CHECK(cublasLtCreate(&handle_));
+    workspace_.resize(workspace_bytes);
   }
 
   void reset() {

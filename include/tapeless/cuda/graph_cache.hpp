@@ -46,7 +46,12 @@ class graph_cache {
     exec_ = nullptr;
     cudaGraph_t graph;
     TL_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-    record(stream_);
+    try {
+      record(stream_);
+    } catch (...) {  // end the capture, or every later call on the stream fails too
+      if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess) cudaGraphDestroy(graph);
+      throw;
+    }
     TL_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
     cudaGraphDestroy(graph);

@@ -163,8 +163,8 @@ struct layered_workspace {
   void prepare(const char* where, std::size_t batch, std::size_t chunk_bytes, int multiprocessors, gemm_backend gemm,
                bool training = true) {
     const auto next = layered_plan<Model>::template make<T>(batch, chunk_bytes, multiprocessors, gemm, training);
-    if (plan.same_as(next)) return;
     const bool library = uses_cublaslt(gemm);
+    if (plan.same_as(next) && (!library || blas.ready())) return;  // a copied state's blas starts empty
     std::size_t storage = 0;
     if (training)
       TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<const T*>(nullptr), static_cast<T*>(nullptr),
@@ -177,7 +177,7 @@ struct layered_workspace {
         sizeof(T) * (grow(want_units, units.size()) + grow(training ? next.partial_floats : 0, partials.size()) +
                      grow(training ? batch : 0, sample_losses.size()) + grow(want_ones, ones.size()) +
                      grow(want_products, products.size())) +
-        grow(storage, reduce_storage.size()) + (library ? blas_products::workspace_bytes : 0);
+        grow(storage, reduce_storage.size()) + (library && !blas.ready() ? blas_products::workspace_bytes : 0);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
                                             " samples" + (training ? " and its gradient sums" : ""));
     units.resize(std::max(units.size(), want_units));
@@ -191,6 +191,7 @@ struct layered_workspace {
       thrust::fill(ones.begin(), ones.end(), T(1));
     }
     products.resize(std::max(products.size(), want_products));
+    if (library) blas.prepare();
     plan = next;
   }
 
