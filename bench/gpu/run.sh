@@ -2,7 +2,8 @@
 # On a machine with an NVIDIA GPU: build with nvcc (-arch=sm_90), run the GPU tests,
 # run them under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), check
 # a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
-# fit and the curve fit against PyTorch and JAX in the same run, and print a table last.
+# fit and the curve fit against PyTorch and JAX in the same run, run the A/B of CUB
+# against the hand-written reductions, and print a table last.
 #   bash bench/gpu/run.sh [all|test|bench]   (logs under $OUT when set, else build-gpu/)
 # `test` builds, tests and sanitizes; `bench` times (on an existing build-gpu/); `all`
 # does both.
@@ -16,6 +17,11 @@ if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
 targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
+# The CUB A/B (bench/micro/block_sums_gpu.cu) is a target only where Google Benchmark was found.
+block_sums=0
+if ninja -C build-gpu -t targets all 2>/dev/null | grep -q '^bench/micro_block_sums_gpu:'; then
+  targets+=" bench/micro_block_sums_gpu"; block_sums=1
+fi
 ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 
@@ -53,6 +59,12 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
+  # CUB against the hand-written block and column sums; the whole table is in the log.
+  # (A plain number of seconds: Google Benchmark 1.7 rejects "0.1s", 1.8 takes both.)
+  if [ "$block_sums" = 1 ]; then
+    build-gpu/bench/micro_block_sums_gpu --benchmark_format=console --benchmark_min_time=0.1 2>&1 \
+      | tee "$logs/block_sums.log" | grep -E "^BM_|ERROR"
+  fi
   peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
   get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
   one=$(get tapeless_gpu_one_launch_us)
