@@ -2,7 +2,8 @@
 # On a machine with an NVIDIA GPU: build with nvcc (-arch=sm_90), run the GPU tests,
 # run them under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), check
 # a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
-# fit and the curve fit against PyTorch and JAX in the same run, and print a table last.
+# fit and the curve fit against PyTorch and JAX in the same run, run the A/B of CUB
+# against the hand-written reductions, and print a table last.
 #   bash bench/gpu/run.sh [all|test|bench]   (logs under $OUT when set, else build-gpu/)
 # `test` builds, tests and sanitizes; `bench` times (on an existing build-gpu/); `all`
 # does both.
@@ -16,8 +17,12 @@ if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
 targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
-# The per-layer microbenchmarks, where Google Benchmark was found.
-grep -q "^build bench/micro_dense_gpu:" build-gpu/build.ninja && targets+=" bench/micro_dense_gpu"
+# The microbenchmarks (per layer; CUB against the hand-written block and column sums)
+# are targets only where Google Benchmark was found.
+micro=0
+if ninja -C build-gpu -t targets all 2>/dev/null | grep -q '^bench/micro_block_sums_gpu:'; then
+  targets+=" bench/micro_dense_gpu bench/micro_block_sums_gpu"; micro=1
+fi
 ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
 
@@ -55,9 +60,13 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
-  [ -x build-gpu/bench/micro_dense_gpu ] &&
-    build-gpu/bench/micro_dense_gpu --benchmark_min_time=0.05s >"$logs/micro_dense_gpu.log" 2>&1 &&
-    echo "per-layer microbenchmarks: $(grep -c "us/call" "$logs/micro_dense_gpu.log") timed ($logs/micro_dense_gpu.log)"
+  # The microbenchmarks' tables go to their logs (a plain number of seconds: Google
+  # Benchmark 1.7 rejects "0.1s", 1.8 takes both).
+  if [ "$micro" = 1 ]; then
+    build-gpu/bench/micro_dense_gpu --benchmark_min_time=0.05 >"$logs/micro_dense_gpu.log" 2>&1
+    build-gpu/bench/micro_block_sums_gpu --benchmark_min_time=0.1 >"$logs/block_sums.log" 2>&1
+    echo "microbenchmarks: $(grep -c "/manual_time" "$logs/micro_dense_gpu.log") per-layer, $(grep -c "^BM_" "$logs/block_sums.log") CUB A/B ($(grep -c ERROR "$logs/block_sums.log") errors); tables in $logs/micro_dense_gpu.log, $logs/block_sums.log"
+  fi
   peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
   get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }
   one=$(get tapeless_gpu_one_launch_us)
