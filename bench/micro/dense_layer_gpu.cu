@@ -1,7 +1,8 @@
 // One dense W -> W tanh layer on the GPU through the layer-at-a-time path's own calls
 // (cuda/layer_products.hpp): forward (product, bias, tanh and its slope), backward
 // (weight and bias gradient, input delta scaled by the previous layer's slopes) for a
-// batch of samples, with each product backend (cuBLASLt, own GEMM) and precision, and
+// batch of samples, with each product backend (cuBLASLt in fp32 and tf32, the own GEMM
+// in fp32, the only precision it has), and
 // the Adam update over the layer's parameters (reduce_update_kernel). The layer is the
 // second of a W -> W -> W chain, so that its input and the slopes before it are real.
 // Timed with CUDA events (manual time), 10 launches an iteration.
@@ -122,13 +123,13 @@ template <std::size_t W>
 void register_width() {
   using P = tl::matmul_precision;
   const std::string w = "/W:" + std::to_string(W);
-  for (auto gemm : {tl::gemm_backend::cublaslt, tl::gemm_backend::own}) {
-    const std::string g = gemm == tl::gemm_backend::own ? "own" : "cublaslt";
-    benchmark::RegisterBenchmark(("forward/" + g + "/fp32" + w).c_str(), forward<W, P::fp32>, gemm)->UseManualTime();
-    benchmark::RegisterBenchmark(("forward/" + g + "/tf32" + w).c_str(), forward<W, P::tf32>, gemm)->UseManualTime();
-    benchmark::RegisterBenchmark(("backward/" + g + "/fp32" + w).c_str(), backward<W, P::fp32>, gemm)->UseManualTime();
-    benchmark::RegisterBenchmark(("backward/" + g + "/tf32" + w).c_str(), backward<W, P::tf32>, gemm)->UseManualTime();
-  }
+  const auto lt = tl::gemm_backend::cublaslt, own = tl::gemm_backend::own;  // own: fp32 only
+  benchmark::RegisterBenchmark(("forward/cublaslt/fp32" + w).c_str(), forward<W, P::fp32>, lt)->UseManualTime();
+  benchmark::RegisterBenchmark(("forward/own/fp32" + w).c_str(), forward<W, P::fp32>, own)->UseManualTime();
+  benchmark::RegisterBenchmark(("forward/cublaslt/tf32" + w).c_str(), forward<W, P::tf32>, lt)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/cublaslt/fp32" + w).c_str(), backward<W, P::fp32>, lt)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/own/fp32" + w).c_str(), backward<W, P::fp32>, own)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/cublaslt/tf32" + w).c_str(), backward<W, P::tf32>, lt)->UseManualTime();
   benchmark::RegisterBenchmark(("update/adam" + w).c_str(), update<W>)->UseManualTime();
 }
 

@@ -193,7 +193,8 @@ TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
     const auto yh = cast<float>(random_batch(gen, 1, batch, 0.05, 1));
     const auto x = tl::to_device(xh), y = tl::to_device(yh);
     const auto cpu = tl::value_and_grad(tl::mse, model, params, xh, yh);
-    for (const auto gemm : backends) {
+    {
+      const auto gemm = tl::gemm_backend::cublaslt;  // the own GEMM is fp32-only (RegimeMisuseAndMemoryAreClearErrors)
       const auto layered = tl::gpu_regime::layered;
       const std::size_t chunk = tl::detail::gpu::default_chunk_bytes;
       const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y, tl::matmul_precision::fp32, layered, chunk, gemm);
@@ -291,6 +292,19 @@ TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
   const auto p = tl::init(norm, gen);
   EXPECT_THROW(tl::value_and_grad(tl::mse, norm, p, x, y, tl::matmul_precision::fp32, tl::gpu_regime::layered),
                tl::shape_error);
+  // The own GEMM multiplies in fp32 only; asking it for tf32 is refused before any launch.
+  auto own = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{}), tl::default_device());
+  own.gemm = tl::gemm_backend::own;
+  own.precision = tl::matmul_precision::tf32;
+  const auto own_before = own.host_params();
+  try {
+    tl::train_step(own, tl::mse, x, y);
+    ADD_FAILURE() << "expected tl::shape_error";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp32 only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(own.step, 0);
+  EXPECT_EQ(relative_difference(own.host_params().flat(), own_before.flat()), 0.0);
   try {
     tl::detail::require_device_memory("fit", std::size_t(1) << 50, "a test's request");
     ADD_FAILURE() << "expected tl::device_memory_error";

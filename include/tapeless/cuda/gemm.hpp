@@ -9,19 +9,13 @@
 // gradient summed over 10^6 samples) still fills the device; each slice's sums go to
 // its own place, never through atomics, so results do not depend on timing.
 //
-// With matmul_precision::tf32 or bf16 (float only), the slabs are multiplied on
-// tensor cores (WMMA): 8 warps as 2 x 4, each a 32 x 16 part of the tile; operands
-// rounded to TF32 as they are loaded, or stored in shared memory as bfloat16; sums in
-// fp32, which the epilogue reads back from shared memory.
+// It multiplies in fp32 (or fp64) only: cuBLASLt (cuda/blas.hpp) is the layered
+// path's default and serves its tf32 and bf16 products. This kernel's WMMA tensor-core
+// slabs, removed, ran at 16-28 TFLOP/s in TF32 where cuBLASLt's reach 40-223 for
+// widths 128-1024 (bench/micro/dense_layer_gpu.cu, docs/performance.md).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <mma.h>
-
 #include <cstddef>
-#include <type_traits>
-
-#include "tapeless/cuda/tile_layout.hpp"
 
 namespace tl::detail::gpu {
 
@@ -49,63 +43,6 @@ struct operand {
 // 16 deep: 32 measured 5-20 % slower on the H200 for widths 128-1024 (more registers
 // a thread, fewer blocks an SM), though faster at 1000 samples.
 inline constexpr int gemm_tile = 64, gemm_depth = 16, gemm_threads = 256, gemm_micro = 4;
-
-// How a slab is kept in shared memory: as T, or as bfloat16 for bf16 products. Rows
-// are padded (stores hit at most 2 ways of a bank) to a multiple of 16 bytes, as WMMA
-// loads need.
-template <class T, matmul_precision Precision>
-struct gemm_slab_storage {
-  using type = T;
-  static constexpr int row = gemm_tile + 4;
-};
-template <>
-struct gemm_slab_storage<float, matmul_precision::bf16> {
-  using type = __nv_bfloat16;
-  static constexpr int row = gemm_tile + 8;
-};
-template <class T, matmul_precision Precision>
-inline constexpr bool uses_tensor_cores = std::is_same_v<T, float> && Precision != matmul_precision::fp32;
-
-// acc += the block's slab products on tensor cores, into a 64 x 64 fp32 tile `sums`.
-template <matmul_precision Precision, class S, int Row>
-struct tensor_core_tile {
-  static constexpr int k_step = Precision == matmul_precision::bf16 ? 16 : 8;
-  using element = std::conditional_t<Precision == matmul_precision::bf16, __nv_bfloat16, nvcuda::wmma::precision::tf32>;
-  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, k_step, float> c[2];
-  __device__ tensor_core_tile() {
-    nvcuda::wmma::fill_fragment(c[0], 0.0f);
-    nvcuda::wmma::fill_fragment(c[1], 0.0f);
-  }
-  __device__ void multiply(const S (*as)[Row], const S (*bs)[Row]) {
-    using namespace nvcuda;
-    const int warp = threadIdx.x / 32, wm = warp / 4, wn = warp % 4;
-#pragma unroll
-    for (int k = 0; k < gemm_depth; k += k_step) {
-      wmma::fragment<wmma::matrix_b, 16, 16, k_step, element, wmma::row_major> b;
-      wmma::load_matrix_sync(b, &bs[k][wn * 16], Row);
-      round(b);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        wmma::fragment<wmma::matrix_a, 16, 16, k_step, element, wmma::col_major> a;
-        wmma::load_matrix_sync(a, &as[k][wm * 32 + i * 16], Row);
-        round(a);
-        wmma::mma_sync(c[i], a, b, c[i]);
-      }
-    }
-  }
-  __device__ void store(float* sums, int ld) const {
-    const int warp = threadIdx.x / 32, wm = warp / 4, wn = warp % 4;
-    for (int i = 0; i < 2; ++i)
-      nvcuda::wmma::store_matrix_sync(sums + (wm * 32 + i * 16) * ld + wn * 16, c[i], ld, nvcuda::wmma::mem_row_major);
-  }
-
- private:
-  template <class Fragment>
-  __device__ static void round(Fragment& f) {
-    if constexpr (Precision == matmul_precision::tf32)
-      for (int t = 0; t < f.num_elements; ++t) f.x[t] = nvcuda::wmma::__float_to_tf32(f.x[t]);
-  }
-};
 
 // Reads this thread's E elements of successive Rows x Cols slabs (Rows * Cols =
 // E * 256) of an operand along K, the contiguous index fastest, so a warp's loads are
@@ -150,21 +87,18 @@ struct slab_reader {
 // C = A (M x K) B (K x N) with slices of `k_slice` along K. grid: (N tiles, M tiles,
 // slices); every block calls the epilogue for each of its in-range (m, n), also when
 // its slice is empty (with zero sums), so each slice's outputs are always written.
-template <matmul_precision Precision, class T, class LayoutA, class LayoutB, class Epilogue>
+template <class T, class LayoutA, class LayoutB, class Epilogue>
 __global__ void __launch_bounds__(gemm_threads)
     gemm_kernel(operand<T, LayoutA> a, operand<T, LayoutB> b, std::size_t M, std::size_t N, std::size_t K,
                 std::size_t k_slice, Epilogue epilogue) {
-  using S = typename gemm_slab_storage<T, Precision>::type;
-  constexpr int gemm_row = gemm_slab_storage<T, Precision>::row;
-  constexpr bool tensor_cores = uses_tensor_cores<T, Precision>;
-  __shared__ __align__(32) S as[gemm_depth][gemm_row];  // A's slab as [k][m]
-  __shared__ __align__(32) S bs[gemm_depth][gemm_row];  // B's slab as [k][n]
+  // Rows padded by 4: a warp's stores of a slab hit at most 2 ways of a bank.
+  __shared__ __align__(32) T as[gemm_depth][gemm_tile + 4];  // A's slab as [k][m]
+  __shared__ __align__(32) T bs[gemm_depth][gemm_tile + 4];  // B's slab as [k][n]
   const std::size_t m0 = std::size_t(blockIdx.y) * gemm_tile, n0 = std::size_t(blockIdx.x) * gemm_tile;
   const std::size_t k_begin = std::size_t(blockIdx.z) * k_slice;
   const std::size_t k_end = k_begin + k_slice < K ? k_begin + k_slice : K;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   T acc[gemm_micro][gemm_micro] = {};
-  [[maybe_unused]] std::conditional_t<tensor_cores, tensor_core_tile<Precision, S, gemm_row>, char> mma;
   slab_reader<gemm_tile, gemm_depth, false, T, LayoutA> sa(a, m0, M, k_begin);  // A: rows m, columns k
   slab_reader<gemm_depth, gemm_tile, true, T, LayoutB> sb(b, n0, N, k_begin);    // B: rows k, columns n
   if (k_begin < k_end) {
@@ -174,41 +108,28 @@ __global__ void __launch_bounds__(gemm_threads)
   for (std::size_t k0 = k_begin; k0 < k_end; k0 += gemm_depth) {
 #pragma unroll
     for (int e = 0; e < sa.E; ++e) {
-      as[sa.c[e]][sa.r[e]] = S(sa.v[e]);
-      bs[sb.r[e]][sb.c[e]] = S(sb.v[e]);
+      as[sa.c[e]][sa.r[e]] = sa.v[e];
+      bs[sb.r[e]][sb.c[e]] = sb.v[e];
     }
     __syncthreads();
     if (k0 + gemm_depth < k_end) {  // the next slab's loads fly while this one is used
       sa.load(k_end - k0 - gemm_depth);
       sb.load(k_end - k0 - gemm_depth);
     }
-    if constexpr (tensor_cores) {
-      mma.multiply(as, bs);
-    } else {
 #pragma unroll
-      for (int k = 0; k < gemm_depth; ++k) {
-        T x[gemm_micro], y[gemm_micro];
+    for (int k = 0; k < gemm_depth; ++k) {
+      T x[gemm_micro], y[gemm_micro];
 #pragma unroll
-        for (int i = 0; i < gemm_micro; ++i) {
-          x[i] = as[k][ty * gemm_micro + i];
-          y[i] = bs[k][tx * gemm_micro + i];
-        }
-#pragma unroll
-        for (int i = 0; i < gemm_micro; ++i)
-#pragma unroll
-          for (int j = 0; j < gemm_micro; ++j) acc[i][j] += x[i] * y[j];
+      for (int i = 0; i < gemm_micro; ++i) {
+        x[i] = as[k][ty * gemm_micro + i];
+        y[i] = bs[k][tx * gemm_micro + i];
       }
+#pragma unroll
+      for (int i = 0; i < gemm_micro; ++i)
+#pragma unroll
+        for (int j = 0; j < gemm_micro; ++j) acc[i][j] += x[i] * y[j];
     }
     __syncthreads();
-  }
-  if constexpr (tensor_cores) {  // the fragments' sums, back in the threads' micro-tiles
-    __shared__ __align__(32) float sums[gemm_tile][gemm_tile + 4];
-    mma.store(&sums[0][0], gemm_tile + 4);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < gemm_micro; ++i)
-#pragma unroll
-      for (int j = 0; j < gemm_micro; ++j) acc[i][j] = sums[ty * gemm_micro + i][tx * gemm_micro + j];
   }
 #pragma unroll
   for (int i = 0; i < gemm_micro; ++i) {
@@ -224,12 +145,12 @@ __global__ void __launch_bounds__(gemm_threads)
 
 inline constexpr std::size_t gemm_tiles(std::size_t n) { return (n + gemm_tile - 1) / gemm_tile; }
 
-template <matmul_precision Precision, class T, class LayoutA, class LayoutB, class Epilogue>
+template <class T, class LayoutA, class LayoutB, class Epilogue>
 void launch_gemm(const operand<T, LayoutA>& a, const operand<T, LayoutB>& b, std::size_t M, std::size_t N,
                  std::size_t K, unsigned slices, const Epilogue& epilogue, cudaStream_t stream) {
   const std::size_t k_slice = ((K + slices - 1) / slices + gemm_depth - 1) / gemm_depth * gemm_depth;
   const dim3 grid(unsigned(gemm_tiles(N)), unsigned(gemm_tiles(M)), slices);
-  gemm_kernel<Precision><<<grid, gemm_threads, 0, stream>>>(a, b, M, N, K, k_slice ? k_slice : gemm_depth, epilogue);
+  gemm_kernel<<<grid, gemm_threads, 0, stream>>>(a, b, M, N, K, k_slice ? k_slice : gemm_depth, epilogue);
 }
 
 }  // namespace tl::detail::gpu

@@ -119,8 +119,8 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
     bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
         activation, w + layer::bias_offset, out, slope, rows * Out);
     TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
-  } else {
-    launch_gemm<Precision>(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
+  } else if constexpr (Precision == matmul_precision::fp32) {  // the own GEMM: fp32 only
+    launch_gemm(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
                            forward_epilogue<decltype(activation), T>{activation, w + layer::bias_offset, out, slope, Out},
                            stream);
     TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered forward)");
@@ -150,13 +150,13 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
                                                                           rows * In);
       TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
     }
-  } else {
-    launch_gemm<Precision>(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
+  } else if constexpr (Precision == matmul_precision::fp32) {
+    launch_gemm(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
                            ws.plan.slices[L], weight_gradient_epilogue<T>::template make<layer>(grad, flag, accumulate),
                            stream);
     TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
     if constexpr (L > 0) {
-      launch_gemm<Precision>(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
+      launch_gemm(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
                              input_delta_epilogue<T>{previous_slope, In}, stream);
       TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
     }

@@ -113,7 +113,7 @@ void enqueue_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, co
 template <model Model, class Optimizer, class T>
 void prepare_step(const char* where, cuda_train_state<Model, Optimizer, T>& s, std::size_t batch) {
   prepare_step<Model, T>(where, batch, takes_layered_path<Model, T>(s.regime, s.precision), s.partials, s.layered,
-                         s.layered_chunk_bytes, s.gemm);
+                         s.layered_chunk_bytes, s.gemm, s.precision);
 }
 
 inline std::string failure_message(const char* where, long step, long kind) {
@@ -260,7 +260,7 @@ loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model,
   detail::layered_workspace_for<Model, T> workspace;
   const bool layered = detail::takes_layered_path<Model, T>(regime, precision);
   detail::prepare_step<Model, T>("value_and_grad", x.batch(), layered, partials, workspace, layered_chunk_bytes,
-                                 gemm);
+                                 gemm, precision);
   detail::step_output<sgd, T> result_at{thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data())};
   detail::enqueue_gradient(model, loss, thrust::raw_pointer_cast(p.data()), x, y, layered, partials, workspace,
                            precision, result_at, cudaStream_t(0));
