@@ -198,9 +198,14 @@ TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
       const auto layered = tl::gpu_regime::layered;
       const std::size_t chunk = tl::detail::gpu::default_chunk_bytes;
       const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y, tl::matmul_precision::fp32, layered, chunk, gemm);
+      std::vector<float> tf32_gradient;
       for (const auto& [precision, tolerance] : {std::pair{tl::matmul_precision::tf32, 5e-3},
                                                 std::pair{tl::matmul_precision::bf16, 3e-2}}) {
         const auto low = tl::value_and_grad(tl::mse, model, params, x, y, precision, layered, chunk, gemm);
+        if (precision == tl::matmul_precision::tf32)
+          tf32_gradient.assign(low.gradient.flat().begin(), low.gradient.flat().end());
+        else  // bf16 really ran: its 8-bit mantissas are not TF32's 10
+          EXPECT_GT(relative_difference(low.gradient.flat(), tf32_gradient), 1e-5);
         const double loss_error = std::abs(double(low.loss) - double(cpu.loss)) / double(cpu.loss);
         const double gradient_error = relative_difference(low.gradient.flat(), cpu.gradient.flat());
         std::printf("%s, %s, batch %zu: loss %.2e, gradient %.2e from the CPU (fp32 path: %.2e)\n",

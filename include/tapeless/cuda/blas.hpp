@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <thrust/device_vector.h>
 
 #include <cstddef>
@@ -59,19 +60,22 @@ class blas_products {
   blas_products& operator=(const blas_products&) { return *this; }
   ~blas_products() { reset(); }
 
-  // C = op(A) op(B) + beta C in T (float or double) at `precision` (float only: tf32 /
-  // bf16 round the operands for tensor cores and sum in fp32).
-  template <class T>
-  void multiply(const blas_shape& s, const T* a, const T* b, T* c, T beta, matmul_precision precision,
+  // C = op(A) op(B) + beta C. A and B are float, double or bfloat16; C is float or
+  // double, as are the sums. Float operands are rounded as `precision` says (tf32 / bf16
+  // let cuBLASLt use tensor cores with fp32 sums); bfloat16 operands are multiplied as
+  // they are, with fp32 sums.
+  template <class A, class C>
+  void multiply(const blas_shape& s, const A* a, const A* b, C* c, C beta, matmul_precision precision,
                 cudaStream_t stream) {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+    static_assert(std::is_same_v<C, float> || std::is_same_v<C, double>);
+    static_assert(std::is_same_v<A, C> || (std::is_same_v<A, __nv_bfloat16> && std::is_same_v<C, float>));
     prepare();
-    const key k{s.values(), std::is_same_v<T, double>, int(precision), alignment_of(a), alignment_of(b),
+    const key k{s.values(), type_code<A>() * 4 + type_code<C>(), int(precision), alignment_of(a), alignment_of(b),
                 alignment_of(c)};
     auto found = plans_.find(k);
-    if (found == plans_.end()) found = plans_.emplace(k, make_plan<T>(s, precision, k)).first;
+    if (found == plans_.end()) found = plans_.emplace(k, make_plan<A, C>(s, precision, k)).first;
     const plan& p = found->second;
-    const T alpha = T(1);
+    const C alpha = C(1);
     TL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                    thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream));
   }
@@ -92,7 +96,8 @@ class blas_products {
   }
 
  private:
-  using key = std::tuple<decltype(std::declval<blas_shape>().values()), bool, int, std::uint32_t, std::uint32_t,
+  // shape, operand and result types, precision, alignments of A, B and C
+  using key = std::tuple<decltype(std::declval<blas_shape>().values()), int, int, std::uint32_t, std::uint32_t,
                          std::uint32_t>;
   struct plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -107,12 +112,22 @@ class blas_products {
   };
 
   template <class T>
+  static constexpr int type_code() {
+    return std::is_same_v<T, double> ? 2 : std::is_same_v<T, __nv_bfloat16> ? 1 : 0;
+  }
+  template <class T>
+  static constexpr cudaDataType_t data_type() {
+    return std::is_same_v<T, double> ? CUDA_R_64F : std::is_same_v<T, __nv_bfloat16> ? CUDA_R_16BF : CUDA_R_32F;
+  }
+
+  template <class A, class C>
   plan make_plan(const blas_shape& s, matmul_precision precision, const key& k) {
-    constexpr bool is_double = std::is_same_v<T, double>;
-    const cudaDataType_t type = is_double ? CUDA_R_64F : CUDA_R_32F;
-    const cublasComputeType_t compute = is_double                                  ? CUBLAS_COMPUTE_64F
-                                        : precision == matmul_precision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                        : precision == matmul_precision::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+    const cudaDataType_t operand_type = data_type<A>(), type = data_type<C>();
+    // FAST_16BF is not asked for: for float operands cuBLASLt's heuristics chose the
+    // same TF32 kernels as FAST_TF32 (equal results); bf16 products take bf16 operands.
+    const cublasComputeType_t compute = std::is_same_v<C, double>                           ? CUBLAS_COMPUTE_64F
+                                        : std::is_same_v<A, __nv_bfloat16>                  ? CUBLAS_COMPUTE_32F
+                                        : precision != matmul_precision::fp32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                               : CUBLAS_COMPUTE_32F;
     plan p;
     try {
@@ -120,8 +135,10 @@ class blas_products {
       const cublasOperation_t ta = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
       TL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
       TL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-      TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.lda));
-      TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.ldb));
+      TL_CUBLAS_CHECK(
+          cublasLtMatrixLayoutCreate(&p.a, operand_type, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.lda));
+      TL_CUBLAS_CHECK(
+          cublasLtMatrixLayoutCreate(&p.b, operand_type, s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.ldb));
       TL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, s.m, s.n, s.ldc));
       cublasLtMatmulPreference_t preference = nullptr;
       TL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));

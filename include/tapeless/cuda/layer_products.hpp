@@ -8,7 +8,10 @@
 // epilogues, or cuBLASLt's products followed by one elementwise kernel.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstddef>
+#include <type_traits>
 
 #include "tapeless/cuda/blas.hpp"
 #include "tapeless/cuda/gemm.hpp"
@@ -68,20 +71,34 @@ struct weight_gradient_epilogue {
 
 // After a cuBLASLt product, the elementwise work the own GEMM does in its epilogues.
 // Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
+// `low` (bf16 products only) gets a bfloat16 copy of what is written, the next
+// product's operand.
 template <class Activation, std::size_t Width, class T>
-__global__ void bias_activation_kernel(Activation activation, const T* bias, T* out, T* slope, std::size_t count) {
+__global__ void bias_activation_kernel(Activation activation, const T* bias, T* out, T* slope, std::size_t count,
+                                       __nv_bfloat16* low) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
        i += std::size_t(gridDim.x) * blockDim.x) {
     T d;
-    out[i] = activation.value_and_derivative(out[i] + bias[i % Width], d);
+    const T a = activation.value_and_derivative(out[i] + bias[i % Width], d);
+    out[i] = a;
     if (slope) slope[i] = d;
+    if (low) low[i] = __float2bfloat16(float(a));
   }
 }
 template <class T>
-__global__ void scale_by_kernel(T* slope, const T* sums, std::size_t count) {
+__global__ void scale_by_kernel(T* slope, const T* sums, std::size_t count, __nv_bfloat16* low) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const T delta = slope[i] * sums[i];
+    slope[i] = delta;
+    if (low) low[i] = __float2bfloat16(float(delta));
+  }
+}
+template <class T>
+__global__ void to_bfloat16_kernel(const T* values, std::size_t count, __nv_bfloat16* low) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
        i += std::size_t(gridDim.x) * blockDim.x)
-    slope[i] *= sums[i];
+    low[i] = __float2bfloat16(float(values[i]));
 }
 // cuBLASLt's sums have no epilogue of ours to check them: the gradient's non-finite
 // flag is set here, once a step, for reduce_update_kernel.
@@ -94,6 +111,14 @@ __global__ void flag_non_finite_kernel(const T* values, std::size_t count, T* fl
 inline unsigned elementwise_blocks(std::size_t count) {
   return unsigned(std::min<std::size_t>((count + 255) / 256, 8192));
 }
+template <class T>
+void to_bfloat16(const T* values, std::size_t count, __nv_bfloat16* low, cudaStream_t stream) {
+  to_bfloat16_kernel<<<elementwise_blocks(count), 256, 0, stream>>>(values, count, low);
+  TL_CUDA_CHECK_LAUNCH("to_bfloat16_kernel");
+}
+// bf16 products read bfloat16 copies of their operands; fp32 and tf32 the values.
+template <matmul_precision Precision, class T>
+inline constexpr bool bfloat16_operands = Precision == matmul_precision::bf16 && std::is_same_v<T, float>;
 
 // The layer's weight block must be row-major Out x In with its bias after it, as BLAS
 // and the own GEMM's operands read it (nn/dense.hpp's layout).
@@ -115,9 +140,17 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
   const auto activation = model.template sublayer<L>().activation;
   if (uses_cublaslt(ws.plan.gemm)) {
-    ws.blas.multiply(blas_shape{true, false, Out, rows, In, In, In, Out}, w, in, out, T(0), Precision, stream);
+    const blas_shape shape{true, false, Out, rows, In, In, In, Out};
+    __nv_bfloat16* low = nullptr;
+    if constexpr (bfloat16_operands<Precision, T>) {
+      ws.blas.multiply(shape, ws.low_params() + (w - params), ws.template low_layer_input<L>(), out, T(0), Precision,
+                       stream);
+      if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
+    } else {
+      ws.blas.multiply(shape, w, in, out, T(0), Precision, stream);
+    }
     bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
-        activation, w + layer::bias_offset, out, slope, rows * Out);
+        activation, w + layer::bias_offset, out, slope, rows * Out, low);
     TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
   } else if constexpr (Precision == matmul_precision::fp32) {  // the own GEMM: fp32 only
     launch_gemm(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
@@ -139,15 +172,27 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
   if (uses_cublaslt(ws.plan.gemm)) {
     const T beta = accumulate ? T(1) : T(0);
     const T* ones = thrust::raw_pointer_cast(ws.ones.data());
-    ws.blas.multiply(blas_shape{false, true, In, Out, rows, In, Out, In}, in, delta, grad + layer::weight_offset,
-                     beta, Precision, stream);
+    const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
+    T* sums = thrust::raw_pointer_cast(ws.products.data());
+    __nv_bfloat16* low = nullptr;
+    if constexpr (bfloat16_operands<Precision, T>) {
+      const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
+      ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
+                       Precision, stream);
+      if constexpr (L > 0) {
+        ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
+        low = ws.template low_deltas<L - 1>();
+      }
+    } else {
+      ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
+      if constexpr (L > 0) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
+    }
+    // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
     ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
-                     beta, Precision, stream);
+                     beta, matmul_precision::fp32, stream);
     if constexpr (L > 0) {
-      T* sums = thrust::raw_pointer_cast(ws.products.data());
-      ws.blas.multiply(blas_shape{false, false, In, rows, Out, In, Out, In}, w, delta, sums, T(0), Precision, stream);
       scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
-                                                                          rows * In);
+                                                                          rows * In, low);
       TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
     }
   } else if constexpr (Precision == matmul_precision::fp32) {

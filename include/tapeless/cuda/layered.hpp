@@ -103,14 +103,19 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
   T* units = thrust::raw_pointer_cast(ws.units.data());
   T* losses = thrust::raw_pointer_cast(ws.sample_losses.data());
   T* loss_and_flag = thrust::raw_pointer_cast(ws.loss_and_flag.data());
+  constexpr bool low = bfloat16_operands<Precision, T>;  // bfloat16 copies of the operands
+  if constexpr (low) to_bfloat16(params, Model::parameter_count, ws.low_params(), stream);
   for (std::size_t first = 0; first < batch; first += chunk) {
     const std::size_t rows = std::min(chunk, batch - first);
+    if constexpr (low) to_bfloat16(x + first * In, rows * In, ws.low_inputs(), stream);
     layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws, stream);
     constexpr std::size_t last = Model::depth - 1;
     loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
         loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride), rows,
         losses + first, loss_and_flag, step_counter, first == 0);
     TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
+    if constexpr (low)
+      to_bfloat16(layer_slopes<Model, last>(units, stride), rows * Out, ws.template low_deltas<last>(), stream);
     layered_backward<Precision>(params, x + first * In, rows, units, ws, first > 0, stream);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cub/device/device_reduce.cuh>
+#include <cuda_bf16.h>
 #include <thrust/device_vector.h>
 #include <thrust/fill.h>
 
@@ -156,15 +157,37 @@ struct layered_workspace {
   // and the input-delta products before they are scaled by the slopes.
   blas_products blas;
   thrust::device_vector<T> ones, products;
+  // bfloat16 copies of the products' operands, for matmul_precision::bf16: the
+  // parameters (made once a step), a chunk's inputs, every layer's outputs, then every
+  // layer's deltas, each written beside its fp32 values by the kernel that makes them.
+  thrust::device_vector<__nv_bfloat16> low;
+  __nv_bfloat16* low_params() { return thrust::raw_pointer_cast(low.data()); }
+  static constexpr std::size_t low_params_size = (Model::parameter_count + 127) / 128 * 128;  // 256-byte aligned
+  __nv_bfloat16* low_inputs() { return low_params() + low_params_size; }
+  template <std::size_t L>
+  __nv_bfloat16* low_outputs() {
+    return low_inputs() + Model::inputs * plan.stride + Model::template output_offset<L> * plan.stride;
+  }
+  template <std::size_t L>
+  __nv_bfloat16* low_deltas() {
+    return low_inputs() + (Model::inputs + unit_count<Model> + Model::template output_offset<L>) * plan.stride;
+  }
+  // Layer L's input as bfloat16: the chunk's inputs for the first layer.
+  template <std::size_t L>
+  __nv_bfloat16* low_layer_input() {
+    if constexpr (L == 0) return low_inputs();
+    else return low_outputs<L - 1>();
+  }
 
   // Sizes everything for `batch` (outside any graph capture); a shortfall of device
   // memory is reported before anything is allocated. Without `training`, the forward
   // pass's outputs only (apply).
   void prepare(const char* where, std::size_t batch, std::size_t chunk_bytes, int multiprocessors, gemm_backend gemm,
-               bool training = true) {
+               bool training = true, bool bf16 = false) {
     const auto next = layered_plan<Model>::template make<T>(batch, chunk_bytes, multiprocessors, gemm, training);
     const bool library = uses_cublaslt(gemm);
-    if (plan.same_as(next) && (!library || blas.ready())) return;  // a copied state's blas starts empty
+    if (plan.same_as(next) && (!library || blas.ready()) && !(bf16 && training && low.empty()))
+      return;  // (a copied state's cuBLASLt handle starts empty)
     std::size_t storage = 0;
     if (training)
       TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<const T*>(nullptr), static_cast<T*>(nullptr),
@@ -172,11 +195,14 @@ struct layered_workspace {
     const std::size_t want_units = (training ? 2 : 1) * unit_count<Model> * next.stride;
     const std::size_t want_ones = library && training ? next.stride : 0;
     const std::size_t want_products = library && training ? widest_hidden_input<Model> * next.stride : 0;
+    const std::size_t want_low =
+        bf16 && training ? low_params_size + (Model::inputs + 2 * unit_count<Model>) * next.stride : 0;
     const auto grow = [](std::size_t want, std::size_t have) { return want > have ? want - have : 0; };
     const std::size_t bytes =
         sizeof(T) * (grow(want_units, units.size()) + grow(training ? next.partial_floats : 0, partials.size()) +
                      grow(training ? batch : 0, sample_losses.size()) + grow(want_ones, ones.size()) +
                      grow(want_products, products.size())) +
+        sizeof(__nv_bfloat16) * grow(want_low, low.size()) +
         grow(storage, reduce_storage.size()) + (library && !blas.ready() ? blas_products::workspace_bytes : 0);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
                                             " samples" + (training ? " and its gradient sums" : ""));
@@ -191,6 +217,7 @@ struct layered_workspace {
       thrust::fill(ones.begin(), ones.end(), T(1));
     }
     products.resize(std::max(products.size(), want_products));
+    low.resize(std::max(low.size(), want_low));
     if (library) blas.prepare();
     plan = next;
   }

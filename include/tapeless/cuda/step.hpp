@@ -232,7 +232,9 @@ void prepare_step(const char* where, std::size_t batch, bool layered, thrust::de
       throw shape_error(std::string("tapeless::") + where +
                         ": gemm_backend::own multiplies in fp32 only; tf32 and bf16 products run on cuBLASLt "
                         "(gemm_backend::automatic or cublaslt)");
-    if (layered) return workspace.prepare(where, batch, chunk_bytes, multiprocessors(), gemm);
+    if (layered)
+      return workspace.prepare(where, batch, chunk_bytes, multiprocessors(), gemm, true,
+                               precision == matmul_precision::bf16 && std::is_same_v<T, float>);
   }
   if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);
 }
