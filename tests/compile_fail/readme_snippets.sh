@@ -7,10 +7,11 @@ set -euo pipefail
 compiler=$1 include=$2 readme=$3
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cd "$work"  # the snippets write files (checkpoints) where they run
-# The nvcc-only lines (tapeless/cuda.hpp, tl::to_device) are left out.
+# The nvcc-only block (the one that includes tapeless/cuda.hpp) is left out whole.
 blocks() {
-  awk '/^```cpp/ {inside = 1; next} /^```/ {inside = 0; next} inside' "$readme" |
-    grep -v -e 'tapeless/cuda.hpp' -e 'tl::to_device'
+  awk '/^```cpp/ {inside = 1; buffer = ""; cuda = 0; next}
+       /^```/ {if (inside && !cuda) printf "%s", buffer; inside = 0; next}
+       inside {if ($0 ~ /tapeless\/cuda\.hpp/) cuda = 1; buffer = buffer $0 "\n"}' "$readme"
 }
 {
   blocks | grep '^#include' | sort -u

@@ -46,6 +46,13 @@ has "$flags" -fno-trapping-math
 # shellcheck disable=SC2086  # the flags are words
 quiet "$CXX" -std=c++20 -O1 "$here/pkgconfig/main.cpp" -o "$work/pkgconfig-app" $flags
 "$work/pkgconfig-app"
+if [ -n "$NVCC" ]; then  # a .cu file from the variables alone (compiled and linked, not run)
+  cuda_flags=$(PKG_CONFIG_PATH=$pc_dir "$PKG_CONFIG" --variable=cuda_cflags tapeless)
+  cuda_libs=$(PKG_CONFIG_PATH=$pc_dir "$PKG_CONFIG" --variable=cuda_libs tapeless)
+  # shellcheck disable=SC2086  # the flags are words
+  quiet "$NVCC" -std=c++20 -arch=sm_90 $cuda_flags "$here/meson/main.cu" -o "$work/pkgconfig-cuda-app" $cuda_libs
+  echo "nvcc with --variable=cuda_cflags and cuda_libs: main.cu compiled and linked"
+fi
 
 echo "== Meson: tapeless as a subproject"
 cp -r "$here/meson" "$work/meson"
