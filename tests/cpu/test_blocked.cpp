@@ -70,6 +70,9 @@ void expect_passes_agree(const Model& model, std::size_t batch, double tolerance
 // rows, an edge panel of 12 columns); 1024. Outputs of 1 (dot products), 3, 5, 40.
 inline auto width_1() { return tl::chain(tl::dense<1, 1>(tl::tanh), tl::dense<1, 1>()); }
 inline auto widths_3_17() { return tl::chain(tl::dense<3, 17>(tl::gelu), tl::dense<17, 3>(tl::tanh), tl::dense<3, 2>()); }
+inline auto width_16_deep() {
+  return tl::chain(tl::dense<2, 16>(tl::tanh), tl::dense<16, 16>(tl::gelu), tl::dense<16, 16>(tl::tanh), tl::dense<16, 1>());
+}
 inline auto width_32() { return tl::chain(tl::dense<1, 32>(tl::tanh), tl::dense<32, 32>(tl::tanh), tl::dense<32, 1>()); }
 inline auto width_33() { return tl::chain(tl::dense<2, 33>(tl::tanh), tl::dense<33, 33>(tl::gelu), tl::dense<33, 5>()); }
 inline auto width_128() {
@@ -85,11 +88,13 @@ TEST(BlockedPass, MatchesLanePassFloat) {
     expect_passes_agree<float>(width_1(), batch, 1e-5);
     expect_passes_agree<float>(widths_3_17(), batch, 1e-5);
     expect_passes_agree<float>(width_32(), batch, 1e-5);
+    expect_passes_agree<float>(width_16_deep(), batch, 1e-5);
     expect_passes_agree<float>(width_33(), batch, 1e-5);
     expect_passes_agree<float>(width_128(), batch, 1e-5);
     expect_passes_agree<float>(width_300(), batch, 1e-5);
     expect_passes_agree<float>(width_1024(), batch, 1e-5);
   }
+  expect_passes_agree<float>(width_16_deep(), 3001, 1e-5);  // several chunks
 }
 
 TEST(BlockedPass, MatchesLanePassDouble) {
@@ -225,7 +230,13 @@ TEST(BlockedPass, LargeModelPackJoinAndUpdateInParts) {
 TEST(PassChoice, ByTypeAndOverride) {
   static_assert(tl::detail::pass_by_type<decltype(width_32())>() == cpu_pass::blocked);
   static_assert(tl::detail::pass_by_type<decltype(width_33())>() == cpu_pass::blocked);
-  static_assert(tl::detail::pass_by_type<decltype(widths_3_17())>() == cpu_pass::lanes);  // hidden 17 < 32
+  static_assert(tl::detail::pass_by_type<decltype(widths_3_17())>() == cpu_pass::lanes);  // hidden 3 < 16
+  // Width 16 takes the blocked pass once there is a hidden-to-hidden product, not before.
+  static_assert(tl::detail::pass_by_type<decltype(width_16_deep())>() == cpu_pass::blocked);
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 16>(tl::tanh), tl::dense<16, 1>()))>() ==
+                cpu_pass::lanes);
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 8>(tl::tanh), tl::dense<8, 8>(tl::tanh),
+                                                            tl::dense<8, 1>()))>() == cpu_pass::lanes);
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()))>() ==
                 cpu_pass::lanes);  // the seed fit
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::layer_norm<64>(),
