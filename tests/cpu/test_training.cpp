@@ -105,6 +105,7 @@ TEST(Fit, FailureKeepsTheLossHistory) {
     ASSERT_GT(e.loss_history.size(), 0u);
     EXPECT_EQ(long(e.loss_history.size()), state.step);  // one loss per applied step
     for (double l : e.loss_history) EXPECT_TRUE(std::isfinite(l));
+    EXPECT_EQ(std::string(e.what()).rfind("tapeless::fit:", 0), 0u) << e.what();
   }
 }
 
@@ -135,6 +136,14 @@ TEST(TrainStep, WrongBatchThrowsShapeError) {
   tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
   const tl::matrix short_y(1, data.x.batch() - 1);
   EXPECT_THROW(tl::train_step(state, tl::mse, data.x, short_y), tl::shape_error);
+  // fit's errors name fit, the call the user made.
+  try {
+    tl::fit(state, tl::mse, data.x, short_y, 3, {.progress = false});
+    ADD_FAILURE() << "no exception";
+  } catch (const tl::shape_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("tapeless::fit:", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(state.step, 0);
 }
 
 TEST(LargeBatch, ChunkedSumsMatchOneSampleAtATime) {

@@ -14,8 +14,8 @@
 namespace tl {
 
 namespace detail {
-[[noreturn]] inline void throw_non_finite(const char* what, long step, double value) {
-  throw numeric_error("tapeless::train_step: the " + std::string(what) + " is " +
+[[noreturn]] inline void throw_non_finite(const char* where, const char* what, long step, double value) {
+  throw numeric_error("tapeless::" + std::string(where) + ": the " + std::string(what) + " is " +
                       (std::isnan(value) ? "NaN" : "infinite") + " at step " + std::to_string(step + 1) +
                       "; the parameters were left as before that step");
 }
@@ -27,34 +27,42 @@ double first_non_finite(const Values& values) {
 }
 }  // namespace detail
 
-// One full-batch step: loss and gradient in one fused pass, then the optimizer.
-// Returns the loss before the update. A non-finite loss or gradient (an Inf in the
-// data can give a finite loss and a NaN gradient) throws and changes nothing.
+namespace detail {
+// One full-batch step; errors name `where`, the user's call (train_step or fit).
 template <model Model, class Optimizer, class T, class Loss>
-T train_step(train_state<Model, Optimizer, T>& state, const Loss& loss, const basic_matrix<T>& x,
-             const basic_matrix<T>& y) {
+T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& loss, const basic_matrix<T>& x,
+       const basic_matrix<T>& y) {
   if constexpr (!check_loss<Loss>()) {
     return T(0);
   } else {
-    detail::check_batch<Model>("train_step", x, &y);
-    const auto [value, gradient_finite] = detail::fused_loss_and_gradient(
-        state.model, loss, state.params.data(), x.data(), y.data(), x.batch(), state.gradient.data());
-    if (!std::isfinite(value)) detail::throw_non_finite("loss", state.step, value);
-    if (!gradient_finite)
-      detail::throw_non_finite("gradient", state.step, detail::first_non_finite(state.gradient.flat()));
+    check_batch<Model>(where, x, &y);
+    const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
+                                                                  y.data(), x.batch(), state.gradient.data());
+    if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value);
+    if (!gradient_finite) throw_non_finite(where, "gradient", state.step, first_non_finite(state.gradient.flat()));
     // The update, parameter by parameter, split over threads for large models.
     constexpr std::size_t P = Model::parameter_count;
     const auto constants = state.optimizer.template at_step<T>(state.step + 1);
     T* params = state.params.data();
     const T* grad = state.gradient.data();
     T* slots = state.optimizer_state.data();
-    const std::size_t parts = detail::cpu_threads_for_values(P);
-    detail::for_each_part(P, parts, [&](std::size_t, std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i) detail::optimizer_update<Optimizer>(constants, params, grad[i], slots, i, P);
+    const std::size_t parts = cpu_threads_for_values(P);
+    for_each_part(P, parts, [&](std::size_t, std::size_t first, std::size_t last) {
+      for (std::size_t i = first; i < last; ++i) optimizer_update<Optimizer>(constants, params, grad[i], slots, i, P);
     });
     ++state.step;
     return value;
   }
+}
+}  // namespace detail
+
+// One full-batch step: loss and gradient in one fused pass, then the optimizer.
+// Returns the loss before the update. A non-finite loss or gradient (an Inf in the
+// data can give a finite loss and a NaN gradient) throws and changes nothing.
+template <model Model, class Optimizer, class T, class Loss>
+T train_step(train_state<Model, Optimizer, T>& state, const Loss& loss, const basic_matrix<T>& x,
+             const basic_matrix<T>& y) {
+  return detail::step("train_step", state, loss, x, y);
 }
 
 // `epochs` full-batch steps. If one fails, the numeric_error it throws carries the
@@ -68,7 +76,7 @@ fit_result fit(train_state<Model, Optimizer, T>& state, const Loss& loss, const 
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t epoch = 0; epoch < epochs; ++epoch) {
     try {
-      result.loss_history.push_back(train_step(state, loss, x, y));
+      result.loss_history.push_back(detail::step("fit", state, loss, x, y));
     } catch (const numeric_error& e) {
       throw numeric_error(e.what(), std::move(result.loss_history));
     }
