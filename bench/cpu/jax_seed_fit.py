@@ -1,9 +1,11 @@
 """The seed fit in JAX on the CPU: jax.jit of one step, and the whole 300-step loop in
 lax.fori_loop. Prints median per-step times (microseconds).
     python3 bench/cpu/jax_seed_fit.py [repetitions]"""
-import sys, time, statistics
+import os, sys, time, statistics
 import numpy as np
 import jax, jax.numpy as jnp
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from jax_adam import adam_state, adam_step
 
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 jax.config.update("jax_platforms", "cpu")
@@ -21,20 +23,10 @@ def loss_fn(p, x, y):
     h = jax.nn.gelu(p["w1"] @ x + p["b1"], approximate=True)
     return jnp.mean((p["w2"] @ h + p["b2"] - y) ** 2)
 
-lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
-def step(state, x, y):
-    p, m, v, t = state
-    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
-    t = t + 1
-    m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-    v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-    p = jax.tree.map(lambda p, m, v: p - lr * (m / (1 - b1**t)) / (jnp.sqrt(v / (1 - b2**t)) + eps), p, m, v)
-    return (p, m, v, t), loss
+step = adam_step(loss_fn, 0.01)
 
 def fresh():
-    p = init(jax.random.PRNGKey(0))
-    z = jax.tree.map(jnp.zeros_like, p)
-    return (p, z, z, jnp.float32(0))
+    return adam_state(init(jax.random.PRNGKey(0)))
 
 jit_step = jax.jit(step)
 @jax.jit

@@ -5,7 +5,7 @@ JAX runs fp32 matmuls at its default precision (on this GPU: TF32 tensor cores w
 XLA chooses them) and, as *_fp32, at precision "highest" (true fp32, as tapeless);
 PyTorch keeps its default (TF32 off).
     python3 bench/gpu/peers.py [repetitions]"""
-import sys, time, statistics
+import os, sys, time, statistics
 import numpy as np
 
 reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
@@ -61,6 +61,8 @@ def torch_runs(prefix, data, hidden, steps, runs):
 
 def jax_runs(prefix, data, hidden, steps, runs):
     import jax, jax.numpy as jnp
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from jax_adam import adam_state, adam_step
     x, y = data()
     xd, yd = jnp.asarray(x), jnp.asarray(y)
     widths = (1,) + tuple(hidden) + (1,)
@@ -75,16 +77,9 @@ def jax_runs(prefix, data, hidden, steps, runs):
         for w, b in p[:-1]: h = jax.nn.gelu(w @ h + b, approximate=True)
         w, b = p[-1]
         return jnp.mean((w @ h + b - yd) ** 2)
-    def step(state):
-        p, m, v, t = state
-        loss, g = jax.value_and_grad(loss_fn)(p); t = t + 1
-        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        p = jax.tree.map(lambda p, m, v: p - 0.01 * (m / (1 - 0.9**t)) / (jnp.sqrt(v / (1 - 0.999**t)) + 1e-8), p, m, v)
-        return (p, m, v, t), loss
+    step = adam_step(loss_fn, 0.01)
     def fresh():
-        p = init(jax.random.PRNGKey(0)); z = jax.tree.map(jnp.zeros_like, p)
-        return (p, z, z, jnp.float32(0))
+        return adam_state(init(jax.random.PRNGKey(0)))
     for suffix, precision in (("", None), ("_fp32", "highest")):
         with jax.default_matmul_precision(precision):
             js = jax.jit(step)

@@ -101,11 +101,12 @@ def median_fit(run, steps, reps):
 class JaxPeer:
     def __init__(self, name, w, d, act, device):
         import jax, jax.numpy as jnp
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from jax_adam import adam_state, adam_step
         self.jax, self.jnp = jax, jnp
         self.loop = name.startswith("jax_fori")
         self.precision = "highest" if name.endswith("_highest") else None
         f = jnp.tanh if act == "tanh" else (lambda z: jax.nn.gelu(z, approximate=True))
-        lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
 
         def loss_fn(p, x, y):
             h = x
@@ -113,14 +114,7 @@ class JaxPeer:
             wt, b = p[-1]
             return jnp.mean((wt @ h + b - y) ** 2)
 
-        def step(state, x, y):
-            p, m, v, t = state
-            loss, g = jax.value_and_grad(loss_fn)(p, x, y)
-            t = t + 1
-            m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-            v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-            p = jax.tree.map(lambda p, m, v: p - lr * (m / (1 - b1**t)) / (jnp.sqrt(v / (1 - b2**t)) + eps), p, m, v)
-            return (p, m, v, t), loss
+        step = adam_step(loss_fn, 1e-3)
 
         def many(state, x, y, n):  # a static trip count, as bench/gpu/peers.py: XLA knows the loop's length
             return jax.lax.fori_loop(0, n, lambda i, c: step(c[0], x, y), (state, jnp.float32(0)))
@@ -129,8 +123,7 @@ class JaxPeer:
         rng = np.random.default_rng(42)
         ws = layer_widths(w, d)
         p = [(jnp.asarray(glorot(rng, a, b)), jnp.zeros((b, 1), jnp.float32)) for a, b in zip(ws, ws[1:])]
-        z = jax.tree.map(jnp.zeros_like, p)
-        self.state = (p, z, jax.tree.map(jnp.zeros_like, p), jnp.float32(0))
+        self.state = adam_state(p)
 
     def measure(self, x, y, a, steps=None):
         jax, jnp = self.jax, self.jnp
