@@ -68,7 +68,6 @@ struct weight_gradient_epilogue {
   }
 };
 
-
 // After a cuBLASLt product, the elementwise work the own GEMM does in its epilogues.
 // Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
 // `low` (bf16 products only) gets a bfloat16 copy of what is written, the next
@@ -154,8 +153,7 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
     TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
   } else if constexpr (Precision == matmul_precision::fp32) {  // the own GEMM: fp32 only
     launch_gemm(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
-                           forward_epilogue<decltype(activation), T>{activation, w + layer::bias_offset, out, slope, Out},
-                           stream);
+                forward_epilogue<decltype(activation), T>{activation, w + layer::bias_offset, out, slope, Out}, stream);
     TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered forward)");
   }
 }
@@ -197,12 +195,11 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
     }
   } else if constexpr (Precision == matmul_precision::fp32) {
     launch_gemm(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
-                           ws.plan.slices[L], weight_gradient_epilogue<T>::template make<layer>(grad, flag, accumulate),
-                           stream);
+                ws.plan.slices[L], weight_gradient_epilogue<T>::template make<layer>(grad, flag, accumulate), stream);
     TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
     if constexpr (L > 0) {
       launch_gemm(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
-                             input_delta_epilogue<T>{previous_slope, In}, stream);
+                  input_delta_epilogue<T>{previous_slope, In}, stream);
       TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
     }
   }
