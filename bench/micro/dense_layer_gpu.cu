@@ -1,8 +1,7 @@
 // One dense W -> W tanh layer on the GPU through the layer-at-a-time path's own calls
 // (cuda/layer_products.hpp): forward (product, bias, tanh and its slope), backward
 // (weight and bias gradient, input delta scaled by the previous layer's slopes) for a
-// batch of samples, with each product backend (cuBLASLt in fp32 and tf32, the own GEMM
-// in fp32, the only precision it has), and
+// batch of samples, at each precision of cuBLASLt's products (fp32, tf32, bf16), and
 // the Adam update over the layer's parameters (reduce_update_kernel). The layer is the
 // second of a W -> W -> W chain, so that its input and the slopes before it are real.
 // Timed with CUDA events (manual time), 10 launches an iteration.
@@ -60,17 +59,20 @@ struct layer_setup {
   model_type model = two_layers<W>();
   thrust::device_vector<float> params, x;
   gpu::layered_workspace<model_type, float> ws;
-  explicit layer_setup(tl::gemm_backend gemm) {
+  layer_setup() {
     tl::rng gen(1);
     const auto p = tl::init(model, gen);
     params.assign(p.flat().begin(), p.flat().end());
     std::vector<float> xh(batch * W);
     for (float& v : xh) v = gen.symmetric<float>();
     x = xh;
-    ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, tl::detail::multiprocessors(), gemm);
-    // The first layer's outputs and slopes: layer 1's input and previous slopes.
-    gpu::layered_forward<tl::matmul_precision::fp32>(model, raw(params), raw(x), batch, raw(ws.units), static_cast<float*>(nullptr), true,
-                                                     ws, cudaStream_t(0));
+    ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, true, true);  // with bf16 copies
+    // The first layer's outputs and slopes: layer 1's input and previous slopes, and
+    // their bfloat16 copies (laid out as the units are) for the bf16 products.
+    gpu::layered_forward<tl::matmul_precision::fp32>(model, raw(params), raw(x), batch, raw(ws.units),
+                                                     static_cast<float*>(nullptr), true, ws, cudaStream_t(0));
+    gpu::to_bfloat16(raw(params), params.size(), ws.low_params(), cudaStream_t(0));
+    gpu::to_bfloat16(raw(ws.units), ws.units.size(), ws.template low_outputs<0>(), cudaStream_t(0));
   }
   static float* raw(thrust::device_vector<float>& v) { return thrust::raw_pointer_cast(v.data()); }
   float* units() { return raw(ws.units); }
@@ -81,8 +83,8 @@ struct layer_setup {
 };
 
 template <std::size_t W, tl::matmul_precision Precision>
-void forward(benchmark::State& state, tl::gemm_backend gemm) {
-  layer_setup<W> s(gemm);
+void forward(benchmark::State& state) {
+  layer_setup<W> s;
   time_launches(state, 2.0 * batch * W * W, 0, [&] {
     gpu::forward_layer<Precision, 1>(s.model, s.raw(s.params), s.in(), batch, s.out(), s.slope(), s.ws,
                                      cudaStream_t(0));
@@ -90,13 +92,12 @@ void forward(benchmark::State& state, tl::gemm_backend gemm) {
 }
 
 template <std::size_t W, tl::matmul_precision Precision>
-void backward(benchmark::State& state, tl::gemm_backend gemm) {
-  layer_setup<W> s(gemm);
-  float* grad = s.raw(s.ws.partials) + s.ws.plan.base[1];
-  float* flag = s.raw(s.ws.loss_and_flag) + 1;
+void backward(benchmark::State& state) {
+  layer_setup<W> s;
+  float* grad = s.raw(s.ws.gradient) + layer_setup<W>::model_type::template parameter_offset<1>;
   time_launches(state, 4.0 * batch * W * W, 0, [&] {
-    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.in(), s.slope(), s.previous_slope(), batch, grad, flag,
-                                      false, s.ws, cudaStream_t(0));
+    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.in(), s.slope(), s.previous_slope(), batch, grad, false,
+                                      s.ws, cudaStream_t(0));
   });
 }
 
@@ -104,12 +105,11 @@ template <std::size_t W>
 void update(benchmark::State& state) {
   using model_type = decltype(tl::chain(tl::dense<W, W>(tl::tanh)));
   gpu::layered_workspace<model_type, float> ws;
-  ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, tl::detail::multiprocessors(),
-             tl::gemm_backend::cublaslt);
+  ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes);
   constexpr std::size_t P = model_type::parameter_count;
   thrust::device_vector<float> params(P, 0.1f), moments(2 * P, 0.0f), loss(1);
   thrust::device_vector<long> counter(2, 0), failed(2, -1);
-  thrust::fill(ws.partials.begin(), ws.partials.end(), 0.01f);
+  thrust::fill(ws.gradient.begin(), ws.gradient.end(), 0.01f);
   thrust::fill(ws.loss_and_flag.begin(), ws.loss_and_flag.end(), 0.0f);
   const auto raw = [](auto& v) { return thrust::raw_pointer_cast(v.data()); };
   time_launches(state, 0, 7.0 * sizeof(float) * P, [&] {
@@ -123,13 +123,12 @@ template <std::size_t W>
 void register_width() {
   using P = tl::matmul_precision;
   const std::string w = "/W:" + std::to_string(W);
-  const auto lt = tl::gemm_backend::cublaslt, own = tl::gemm_backend::own;  // own: fp32 only
-  benchmark::RegisterBenchmark(("forward/cublaslt/fp32" + w).c_str(), forward<W, P::fp32>, lt)->UseManualTime();
-  benchmark::RegisterBenchmark(("forward/own/fp32" + w).c_str(), forward<W, P::fp32>, own)->UseManualTime();
-  benchmark::RegisterBenchmark(("forward/cublaslt/tf32" + w).c_str(), forward<W, P::tf32>, lt)->UseManualTime();
-  benchmark::RegisterBenchmark(("backward/cublaslt/fp32" + w).c_str(), backward<W, P::fp32>, lt)->UseManualTime();
-  benchmark::RegisterBenchmark(("backward/own/fp32" + w).c_str(), backward<W, P::fp32>, own)->UseManualTime();
-  benchmark::RegisterBenchmark(("backward/cublaslt/tf32" + w).c_str(), backward<W, P::tf32>, lt)->UseManualTime();
+  benchmark::RegisterBenchmark(("forward/fp32" + w).c_str(), forward<W, P::fp32>)->UseManualTime();
+  benchmark::RegisterBenchmark(("forward/tf32" + w).c_str(), forward<W, P::tf32>)->UseManualTime();
+  benchmark::RegisterBenchmark(("forward/bf16" + w).c_str(), forward<W, P::bf16>)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/fp32" + w).c_str(), backward<W, P::fp32>)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/tf32" + w).c_str(), backward<W, P::tf32>)->UseManualTime();
+  benchmark::RegisterBenchmark(("backward/bf16" + w).c_str(), backward<W, P::bf16>)->UseManualTime();
   benchmark::RegisterBenchmark(("update/adam" + w).c_str(), update<W>)->UseManualTime();
 }
 

@@ -19,12 +19,8 @@ using tl_test::random_batch;
 using tl_test::cast;
 using tl_test::relative_difference;
 
-// Both products of the layered path: cuBLASLt's and tapeless's own GEMM.
-constexpr tl::gemm_backend backends[] = {tl::gemm_backend::cublaslt, tl::gemm_backend::own};
-const char* name(tl::gemm_backend g) { return g == tl::gemm_backend::own ? "own GEMM" : "cuBLASLt"; }
-
-// Loss and gradient through the layered path equal the CPU's, with either backend:
-// 1e-5 relative in float, 1e-12 in double. `chunk_bytes` small forces many chunks
+// Loss and gradient through the layered path equal the CPU's: 1e-5 relative in float,
+// 1e-12 in double. `chunk_bytes` small forces many chunks
 // and a partial last one.
 template <class T, class Model, class Loss>
 void expect_layered_equals_cpu(const Model& model, const Loss& loss, std::size_t batch, std::uint64_t seed,
@@ -36,15 +32,11 @@ void expect_layered_equals_cpu(const Model& model, const Loss& loss, std::size_t
   const auto y = cast<T>(random_batch(gen, Model::outputs, batch, 0.05, 1));
   const auto cpu = tl::value_and_grad(loss, model, params, x, y);
   const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-  for (const auto gemm : backends) {
-    const auto gpu = tl::value_and_grad(loss, model, params, tl::to_device(x), tl::to_device(y),
-                                        tl::matmul_precision::fp32, tl::gpu_regime::layered, chunk_bytes, gemm);
-    EXPECT_LE(std::abs(double(gpu.loss) - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance)
-        << name(gemm) << ", batch " << batch;
-    EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), tolerance)
-        << name(gemm) << ", batch " << batch;
-    EXPECT_GT(std::abs(double(gpu.loss)), 0.0);
-  }
+  const auto gpu = tl::value_and_grad(loss, model, params, tl::to_device(x), tl::to_device(y),
+                                      tl::matmul_precision::fp32, tl::gpu_regime::layered, chunk_bytes);
+  EXPECT_LE(std::abs(double(gpu.loss) - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance) << "batch " << batch;
+  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), tolerance) << "batch " << batch;
+  EXPECT_GT(std::abs(double(gpu.loss)), 0.0);
 }
 
 // A layer of width W between wider ones: small widths on a model large enough for the
@@ -123,39 +115,31 @@ TEST(Layered, ApplyMatchesCpu) {
   const auto x = cast<float>(random_batch(gen, 2, 9001, -2, 2));
   const auto cpu = tl::apply(model, params, x);
   const thrust::device_vector<float> p(params.flat().begin(), params.flat().end());
-  for (const auto gemm : backends) {
-    const auto gpu = tl::to_host(tl::apply(model, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10, gemm));
-    EXPECT_LE(relative_difference(gpu.values(), cpu.values()), 1e-5) << name(gemm);
-  }
+  const auto gpu = tl::to_host(tl::apply(model, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
+  EXPECT_LE(relative_difference(gpu.values(), cpu.values()), 1e-5);
 }
 
-// 50 Adam steps of the issue's model on both devices from the same start, with
-// either backend.
+// 50 Adam steps of the issue's model on both devices from the same start.
 TEST(Layered, FitMatchesCpu) {
   const auto model = issue_model();
   tl::rng gen(15);
   const auto x = cast<float>(random_batch(gen, 2, 3000, -1, 1));
   tl::basic_matrix<float> y(1, x.batch());
   for (std::size_t s = 0; s < x.batch(); ++s) y(0, s) = std::sin(3 * x(0, s)) * std::cos(2 * x(1, s));
-  const tl::train_state start(model, tl::init(model, gen), tl::adam{1e-3f});
-  for (const auto gemm : backends) {
-    SCOPED_TRACE(name(gemm));
-    auto cpu = start;
-    auto gpu = tl::to_device(cpu, tl::default_device());
-    gpu.gemm = gemm;
-    const auto cpu_run = tl::fit(cpu, tl::mse, x, y, 50, {.progress = false});
-    const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 50);
-    ASSERT_EQ(gpu_run.loss_history.size(), 50u);
-    for (std::size_t e = 0; e < 50; ++e)
-      EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]) << e;
-    EXPECT_LT(gpu_run.loss_history.back(), 0.9 * gpu_run.loss_history.front());
-    EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
-    // train_step and a second fit (the captured graph replayed) continue the same run.
-    const auto more_cpu = tl::fit(cpu, tl::mse, x, y, 5, {.progress = false});
-    const auto more_gpu = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 5);
-    EXPECT_NEAR(more_gpu.loss_history.back(), more_cpu.loss_history.back(), 1e-4 * more_cpu.loss_history.back());
-    EXPECT_EQ(gpu.step, 55);
-  }
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, x, y, 50, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 50);
+  ASSERT_EQ(gpu_run.loss_history.size(), 50u);
+  for (std::size_t e = 0; e < 50; ++e)
+    EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]) << e;
+  EXPECT_LT(gpu_run.loss_history.back(), 0.9 * gpu_run.loss_history.front());
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+  // train_step and a second fit (the captured graph replayed) continue the same run.
+  const auto more_cpu = tl::fit(cpu, tl::mse, x, y, 5, {.progress = false});
+  const auto more_gpu = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 5);
+  EXPECT_NEAR(more_gpu.loss_history.back(), more_cpu.loss_history.back(), 1e-4 * more_cpu.loss_history.back());
+  EXPECT_EQ(gpu.step, 55);
 }
 
 // The regimes give the same training on a model both can take (the tiled kernels'
@@ -194,22 +178,21 @@ TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
     const auto x = tl::to_device(xh), y = tl::to_device(yh);
     const auto cpu = tl::value_and_grad(tl::mse, model, params, xh, yh);
     {
-      const auto gemm = tl::gemm_backend::cublaslt;  // the own GEMM is fp32-only (RegimeMisuseAndMemoryAreClearErrors)
       const auto layered = tl::gpu_regime::layered;
       const std::size_t chunk = tl::detail::gpu::default_chunk_bytes;
-      const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y, tl::matmul_precision::fp32, layered, chunk, gemm);
+      const auto fp32 = tl::value_and_grad(tl::mse, model, params, x, y, tl::matmul_precision::fp32, layered, chunk);
       std::vector<float> tf32_gradient;
       for (const auto& [precision, tolerance] : {std::pair{tl::matmul_precision::tf32, 5e-3},
                                                 std::pair{tl::matmul_precision::bf16, 3e-2}}) {
-        const auto low = tl::value_and_grad(tl::mse, model, params, x, y, precision, layered, chunk, gemm);
+        const auto low = tl::value_and_grad(tl::mse, model, params, x, y, precision, layered, chunk);
         if (precision == tl::matmul_precision::tf32)
           tf32_gradient.assign(low.gradient.flat().begin(), low.gradient.flat().end());
         else  // bf16 really ran: its 8-bit mantissas are not TF32's 10
           EXPECT_GT(relative_difference(low.gradient.flat(), tf32_gradient), 1e-5);
         const double loss_error = std::abs(double(low.loss) - double(cpu.loss)) / double(cpu.loss);
         const double gradient_error = relative_difference(low.gradient.flat(), cpu.gradient.flat());
-        std::printf("%s, %s, batch %zu: loss %.2e, gradient %.2e from the CPU (fp32 path: %.2e)\n",
-                    precision == tl::matmul_precision::tf32 ? "tf32" : "bf16", name(gemm), batch, loss_error,
+        std::printf("%s, batch %zu: loss %.2e, gradient %.2e from the CPU (fp32 path: %.2e)\n",
+                    precision == tl::matmul_precision::tf32 ? "tf32" : "bf16", batch, loss_error,
                     gradient_error, relative_difference(fp32.gradient.flat(), cpu.gradient.flat()));
         EXPECT_LE(loss_error, tolerance);
         EXPECT_LE(gradient_error, tolerance);
@@ -238,51 +221,44 @@ TEST(Layered, Bf16FitTracksFp32) {  // fp32 master weights and Adam state: bf16 
   EXPECT_GT(differ, 0.0);  // the bf16 products ran
 }
 
+// fit throws tl::numeric_error whose message holds `says`, and leaves the state as it was.
+template <class State>
+void expect_fit_refuses(State& gpu, const tl::basic_matrix<float>& x, const tl::basic_matrix<float>& y,
+                        const char* says) {
+  const auto before = gpu.host_params();
+  const long step = gpu.step;
+  try {
+    tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 3);
+    ADD_FAILURE() << "expected tl::numeric_error";
+  } catch (const tl::numeric_error& e) {
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gpu.step, step);
+  EXPECT_EQ(relative_difference(gpu.host_params().flat(), before.flat()), 0.0);
+}
+
 TEST(Layered, NonFiniteInputThrowsAndKeepsParameters) {
   const auto model = issue_model();
   tl::rng gen(18);
   auto x = cast<float>(random_batch(gen, 2, 6000, -1, 1));
   const auto y = cast<float>(random_batch(gen, 1, 6000, 0, 1));
   x(1, 5000) = std::numeric_limits<float>::infinity();
-  const tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
-  for (const auto gemm : backends) {
-    auto gpu = tl::to_device(cpu, tl::default_device());
-    gpu.gemm = gemm;
-    const auto before = gpu.host_params();
-    try {
-      tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 3);
-      ADD_FAILURE() << "expected tl::numeric_error from " << name(gemm);
-    } catch (const tl::numeric_error& e) {
-      EXPECT_NE(std::string(e.what()).find("not finite at step 1"), std::string::npos) << e.what();
-    }
-    EXPECT_EQ(gpu.step, 0);
-    EXPECT_EQ(relative_difference(gpu.host_params().flat(), before.flat()), 0.0) << name(gemm);
-  }
+  auto gpu = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{1e-3f}), tl::default_device());
+  expect_fit_refuses(gpu, x, y, "not finite at step 1");
 }
 
 // An Inf input into tanh units: they saturate, so the loss stays finite, but the first
-// layer's weight gradient is 0 * Inf = NaN. The cuBLASLt path's own check must catch
-// it, since no GEMM epilogue of ours sees those sums.
+// layer's weight gradient is 0 * Inf = NaN. cuBLASLt's sums have no epilogue of ours,
+// so the path's own check (flag_non_finite_kernel) must catch it.
 TEST(Layered, NonFiniteGradientWithFiniteLossThrows) {
   const auto model = tl::chain(tl::dense<2, 128>(tl::tanh), tl::dense<128, 128>(tl::tanh), tl::dense<128, 1>());
   tl::rng gen(22);
   auto x = cast<float>(random_batch(gen, 2, 5000, -1, 1));
   const auto y = cast<float>(random_batch(gen, 1, 5000, 0, 1));
   x(0, 77) = std::numeric_limits<float>::infinity();
-  const tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
-  for (const auto gemm : backends) {
-    auto gpu = tl::to_device(cpu, tl::default_device());
-    gpu.gemm = gemm;
-    gpu.regime = tl::gpu_regime::layered;
-    const auto before = gpu.host_params();
-    try {
-      tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 2);
-      ADD_FAILURE() << "expected tl::numeric_error from " << name(gemm);
-    } catch (const tl::numeric_error& e) {
-      EXPECT_NE(std::string(e.what()).find("gradient is not finite"), std::string::npos) << e.what();
-    }
-    EXPECT_EQ(relative_difference(gpu.host_params().flat(), before.flat()), 0.0) << name(gemm);
-  }
+  auto gpu = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{1e-3f}), tl::default_device());
+  gpu.regime = tl::gpu_regime::layered;
+  expect_fit_refuses(gpu, x, y, "gradient is not finite at step 1");
 }
 
 TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
@@ -297,19 +273,6 @@ TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
   const auto p = tl::init(norm, gen);
   EXPECT_THROW(tl::value_and_grad(tl::mse, norm, p, x, y, tl::matmul_precision::fp32, tl::gpu_regime::layered),
                tl::shape_error);
-  // The own GEMM multiplies in fp32 only; asking it for tf32 is refused before any launch.
-  auto own = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{}), tl::default_device());
-  own.gemm = tl::gemm_backend::own;
-  own.precision = tl::matmul_precision::tf32;
-  const auto own_before = own.host_params();
-  try {
-    tl::train_step(own, tl::mse, x, y);
-    ADD_FAILURE() << "expected tl::shape_error";
-  } catch (const tl::shape_error& e) {
-    EXPECT_NE(std::string(e.what()).find("fp32 only"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(own.step, 0);
-  EXPECT_EQ(relative_difference(own.host_params().flat(), own_before.flat()), 0.0);
   try {
     tl::detail::require_device_memory("fit", std::size_t(1) << 50, "a test's request");
     ADD_FAILURE() << "expected tl::device_memory_error";

@@ -158,7 +158,7 @@ class blas_products {
       if (found == 0)
         throw cuda_error(cudaErrorNotSupported, "tapeless: cuBLASLt has no kernel for a " + std::to_string(s.m) + " x " +
                                                     std::to_string(s.n) + " x " + std::to_string(s.k) +
-                                                    " product; use layered_gemm::own");
+                                                    " product at this precision; try matmul_precision::fp32");
       p.algo = result.algo;
     } catch (...) {
       p.destroy();

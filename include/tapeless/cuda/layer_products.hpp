@@ -4,8 +4,10 @@
 //   weight grad   dW (In x Out) += X delta^T,  db (Out) += delta ones
 //   input delta   delta_prev (In x rows) = (W delta) * slope_prev
 // W is the layer's row-major Out x In weight block, i.e. a column-major In x Out matrix.
-// Two backends (tl::gemm_backend): tapeless's own GEMM with the elementwise work in its
-// epilogues, or cuBLASLt's products followed by one elementwise kernel.
+// The products are cuBLASLt's (cuda/blas.hpp), each followed by one elementwise kernel
+// for the bias, the activation or the slope. (cuBLASLt's epilogues know GELU and ReLU
+// only; tapeless's own tiled GEMM with all of it fused into its epilogues measured
+// 1.5-1.8x slower in fp32 and 2-8x in TF32, docs/performance.md, and was removed.)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,62 +16,11 @@
 #include <type_traits>
 
 #include "tapeless/cuda/blas.hpp"
-#include "tapeless/cuda/gemm.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 
 namespace tl::detail::gpu {
 
-// Epilogues of the three products (cuda/gemm.hpp calls them per output element).
-template <class Activation, class T>
-struct forward_epilogue {  // out = act(z + b), slope = act'(z + b)
-  Activation activation;
-  const T* bias;
-  T* out;
-  T* slope;  // null: not kept (apply)
-  std::size_t width;
-  __device__ void operator()(std::size_t m, std::size_t n, T z, unsigned) const {
-    T d;
-    out[m * width + n] = activation.value_and_derivative(z + bias[n], d);
-    if (slope) slope[m * width + n] = d;
-  }
-};
-template <class T>
-struct input_delta_epilogue {  // delta_{l-1} = (delta_l W_l) * act'(z_{l-1}), in place of the slope
-  T* slope;
-  std::size_t width;
-  __device__ void operator()(std::size_t m, std::size_t n, T sum, unsigned) const { slope[m * width + n] *= sum; }
-};
-// Row `slice` of a layer's gradient: dW[o][i], and db[o] at column i = inputs. One
-// kernel for every layer (of one T and precision), so the place of (o, i) is data: the
-// strides of the layer's own weight_index / bias_index (nn/dense.hpp).
-template <class T>
-struct weight_gradient_epilogue {
-  T* rows;
-  T* flag;
-  bool accumulate;  // later chunks add to the first one's sums
-  std::size_t inputs, parameter_count, weight_row, weight_column, bias_offset, bias_step;
-  template <class Layer>
-  static weight_gradient_epilogue make(T* rows, T* flag, bool accumulate) {
-    return {rows,
-            flag,
-            accumulate,
-            Layer::inputs,
-            Layer::parameter_count,
-            Layer::weight_index(1, 0) - Layer::weight_index(0, 0),
-            Layer::inputs > 1 ? Layer::weight_index(0, 1) - Layer::weight_index(0, 0) : 1,
-            Layer::bias_index(0),
-            Layer::outputs > 1 ? Layer::bias_index(1) - Layer::bias_index(0) : 1};
-  }
-  __device__ void operator()(std::size_t o, std::size_t i, T sum, unsigned slice) const {
-    T& g = rows[std::size_t(slice) * parameter_count +
-                (i < inputs ? o * weight_row + i * weight_column : bias_offset + o * bias_step)];
-    g = accumulate ? g + sum : sum;
-    if (!isfinite(g)) *flag = T(1);
-  }
-};
-
-// After a cuBLASLt product, the elementwise work the own GEMM does in its epilogues.
-// Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
+// After a forward product: the bias and the activation, and its derivative kept. Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
 // `low` (bf16 products only) gets a bfloat16 copy of what is written, the next
 // product's operand.
 template <class Activation, std::size_t Width, class T>
@@ -119,8 +70,8 @@ void to_bfloat16(const T* values, std::size_t count, __nv_bfloat16* low, cudaStr
 template <matmul_precision Precision, class T>
 inline constexpr bool bfloat16_operands = Precision == matmul_precision::bf16 && std::is_same_v<T, float>;
 
-// The layer's weight block must be row-major Out x In with its bias after it, as BLAS
-// and the own GEMM's operands read it (nn/dense.hpp's layout).
+// The layer's weight block must be row-major Out x In with its bias after it, as the
+// products read it (nn/dense.hpp's layout).
 template <class Layer>
 inline constexpr bool blas_layout = Layer::weight_index(0, 0) == Layer::weight_offset &&
                                     (Layer::outputs == 1 || Layer::weight_index(1, 0) - Layer::weight_offset == Layer::inputs) &&
@@ -138,24 +89,18 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
   const auto activation = model.template sublayer<L>().activation;
-  if (uses_cublaslt(ws.plan.gemm)) {
-    const blas_shape shape{true, false, Out, rows, In, In, In, Out};
-    __nv_bfloat16* low = nullptr;
-    if constexpr (bfloat16_operands<Precision, T>) {
-      ws.blas.multiply(shape, ws.low_params() + (w - params), ws.template low_layer_input<L>(), out, T(0), Precision,
-                       stream);
-      if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
-    } else {
-      ws.blas.multiply(shape, w, in, out, T(0), Precision, stream);
-    }
-    bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
-        activation, w + layer::bias_offset, out, slope, rows * Out, low);
-    TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
-  } else if constexpr (Precision == matmul_precision::fp32) {  // the own GEMM: fp32 only
-    launch_gemm(operand<T, row_major>{in, In}, operand<T, col_major>{w, In}, rows, Out, In, 1,
-                forward_epilogue<decltype(activation), T>{activation, w + layer::bias_offset, out, slope, Out}, stream);
-    TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered forward)");
+  const blas_shape shape{true, false, Out, rows, In, In, In, Out};
+  __nv_bfloat16* low = nullptr;
+  if constexpr (bfloat16_operands<Precision, T>) {
+    ws.blas.multiply(shape, ws.low_params() + (w - params), ws.template low_layer_input<L>(), out, T(0), Precision,
+                     stream);
+    if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
+  } else {
+    ws.blas.multiply(shape, w, in, out, T(0), Precision, stream);
   }
+  bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
+      activation, w + layer::bias_offset, out, slope, rows * Out, low);
+  TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
 }
 
 // Layer L backward for `rows` samples from its deltas: its gradient into `grad` (the
@@ -163,45 +108,34 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
 // in place of that layer's slopes `previous_slope`.
 template <matmul_precision Precision, std::size_t L, class Model, class T>
 void backward_layer(const T* params, const T* in, const T* delta, T* previous_slope, std::size_t rows, T* grad,
-                    T* flag, bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+                    bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
   using layer = typename Model::template layer_type<L>;
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
-  if (uses_cublaslt(ws.plan.gemm)) {
-    const T beta = accumulate ? T(1) : T(0);
-    const T* ones = thrust::raw_pointer_cast(ws.ones.data());
-    const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
-    T* sums = thrust::raw_pointer_cast(ws.products.data());
-    __nv_bfloat16* low = nullptr;
-    if constexpr (bfloat16_operands<Precision, T>) {
-      const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
-      ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
-                       Precision, stream);
-      if constexpr (L > 0) {
-        ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
-        low = ws.template low_deltas<L - 1>();
-      }
-    } else {
-      ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
-      if constexpr (L > 0) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
-    }
-    // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
-    ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
-                     beta, matmul_precision::fp32, stream);
+  const T beta = accumulate ? T(1) : T(0);
+  const T* ones = thrust::raw_pointer_cast(ws.ones.data());
+  const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
+  T* sums = thrust::raw_pointer_cast(ws.products.data());
+  __nv_bfloat16* low = nullptr;
+  if constexpr (bfloat16_operands<Precision, T>) {
+    const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
+    ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
+                     Precision, stream);
     if constexpr (L > 0) {
-      scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
-                                                                          rows * In, low);
-      TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
+      ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
+      low = ws.template low_deltas<L - 1>();
     }
-  } else if constexpr (Precision == matmul_precision::fp32) {
-    launch_gemm(operand<T, col_major>{delta, Out}, operand<T, row_major>{in, In, In}, Out, In + 1, rows,
-                ws.plan.slices[L], weight_gradient_epilogue<T>::template make<layer>(grad, flag, accumulate), stream);
-    TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered weight gradient)");
-    if constexpr (L > 0) {
-      launch_gemm(operand<T, row_major>{delta, Out}, operand<T, row_major>{w, In}, rows, In, Out, 1,
-                  input_delta_epilogue<T>{previous_slope, In}, stream);
-      TL_CUDA_CHECK_LAUNCH("gemm_kernel (layered input delta)");
-    }
+  } else {
+    ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
+    if constexpr (L > 0) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
+  }
+  // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
+  ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
+                   beta, matmul_precision::fp32, stream);
+  if constexpr (L > 0) {
+    scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
+                                                                        rows * In, low);
+    TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
   }
 }
 

@@ -5,13 +5,13 @@
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
 //   backward     dW_l, db_l += delta_l^T [A_{l-1}, 1]                          one GEMM a layer
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
-// through cuBLASLt or tapeless's own GEMM (cuda/layer_products.hpp, tl::gemm_backend).
+// through cuBLASLt (cuda/layer_products.hpp).
 // Activations and deltas live in global memory, one chunk at a time (`chunk_bytes`:
 // fewer, larger chunks measured faster on the H200 than L2-sized ones, whose extra
 // launches cost more than the HBM traffic they save; docs/performance.md). Each chunk
-// adds to the same weight-gradient sums (with the own GEMM, split over samples into
-// rows), and reduce_update_kernel sums those with the per-sample losses (summed by
-// cub::DeviceReduce into one value) and applies the optimizer.
+// adds to the same gradient sums, and reduce_update_kernel takes those with the
+// per-sample losses (summed by cub::DeviceReduce into one value) and applies the
+// optimizer.
 #pragma once
 
 #include <cub/device/device_reduce.cuh>
@@ -81,15 +81,15 @@ template <matmul_precision Precision, class Model, class T>
 void layered_backward(const T* params, const T* x, std::size_t rows, T* units, layered_workspace<Model, T>& ws,
                       bool accumulate, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
-  T* partials = thrust::raw_pointer_cast(ws.partials.data());
-  T* flag = thrust::raw_pointer_cast(ws.loss_and_flag.data()) + 1;
+  T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
   [&]<std::size_t... R>(std::index_sequence<R...>) {
     ([&] {
       constexpr std::size_t L = Model::depth - 1 - R;
       T* previous_slope = nullptr;
       if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
       backward_layer<Precision, L>(params, layer_input<Model, L>(x, units, stride), layer_slopes<Model, L>(units, stride),
-                                   previous_slope, rows, partials + ws.plan.base[L], flag, accumulate, ws, stream);
+                                   previous_slope, rows, gradient + Model::template parameter_offset<L>, accumulate,
+                                   ws, stream);
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
 }
@@ -121,7 +121,7 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
 }
 
 // A step's sums: every chunk, then the per-sample losses added by CUB into one value;
-// the partials are then ready for reduce_update_kernel through ws.view().
+// the gradient and the loss are then ready for reduce_update_kernel through ws.view().
 // ws.prepare() must have run for x's batch.
 template <class Model, class Loss, class T>
 void layered_partial_sums(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
@@ -130,12 +130,11 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
   with_precision<T>(precision, [&](auto p) {
     layered_chunks<decltype(p)::value>(model, loss, params, x, y, batch, ws, step_counter, stream);
   });
-  if (uses_cublaslt(ws.plan.gemm)) {
-    flag_non_finite_kernel<<<elementwise_blocks(ws.plan.partial_floats), 256, 0, stream>>>(
-        static_cast<const T*>(thrust::raw_pointer_cast(ws.partials.data())), ws.plan.partial_floats,
-        thrust::raw_pointer_cast(ws.loss_and_flag.data()) + 1);
-    TL_CUDA_CHECK_LAUNCH("flag_non_finite_kernel");
-  }
+  constexpr std::size_t P = Model::parameter_count;
+  flag_non_finite_kernel<<<elementwise_blocks(P), 256, 0, stream>>>(
+      static_cast<const T*>(thrust::raw_pointer_cast(ws.gradient.data())), P,
+      thrust::raw_pointer_cast(ws.loss_and_flag.data()) + 1);
+  TL_CUDA_CHECK_LAUNCH("flag_non_finite_kernel");
   std::size_t storage = ws.reduce_storage.size();
   TL_CUDA_CHECK(cub::DeviceReduce::Sum(thrust::raw_pointer_cast(ws.reduce_storage.data()), storage,
                                        thrust::raw_pointer_cast(ws.sample_losses.data()),

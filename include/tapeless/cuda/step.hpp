@@ -225,15 +225,10 @@ struct step_output {
 // Buffers sized for x's batch before a step is enqueued (never during a graph capture).
 template <model Model, class T>
 void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
-                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes, gemm_backend gemm,
-                  matmul_precision precision) {
+                  layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes, matmul_precision precision) {
   if constexpr (layered_available<Model>) {
-    if (layered && gemm == gemm_backend::own && precision != matmul_precision::fp32)
-      throw shape_error(std::string("tapeless::") + where +
-                        ": gemm_backend::own multiplies in fp32 only; tf32 and bf16 products run on cuBLASLt "
-                        "(gemm_backend::automatic or cublaslt)");
     if (layered)
-      return workspace.prepare(where, batch, chunk_bytes, multiprocessors(), gemm, true,
+      return workspace.prepare(where, batch, chunk_bytes, true,
                                precision == matmul_precision::bf16 && std::is_same_v<T, float>);
   }
   if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);

@@ -60,8 +60,6 @@ struct cuda_train_state {
   // and the layered path's activation memory per chunk of samples.
   gpu_regime regime = gpu_regime::automatic;
   std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes;
-  // Whose matrix products the layered path runs (see tl::gemm_backend).
-  gemm_backend gemm = gemm_backend::automatic;
   detail::layered_workspace_for<Model, T> layered;
 
   cuda_train_state(Model m, const parameters<Model, T>& p, Optimizer opt)
@@ -106,14 +104,13 @@ void enqueue_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, co
                                       record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
                                       thrust::raw_pointer_cast(s.failed.data())};
   enqueue_gradient(s.model, loss, params, x, y, takes_layered_path<Model, T>(s.regime, s.precision), s.partials,
-                   s.layered,
-                   s.precision, out, stream);
+                   s.layered, s.precision, out, stream);
 }
 
 template <model Model, class Optimizer, class T>
 void prepare_step(const char* where, cuda_train_state<Model, Optimizer, T>& s, std::size_t batch) {
   prepare_step<Model, T>(where, batch, takes_layered_path<Model, T>(s.regime, s.precision), s.partials, s.layered,
-                         s.layered_chunk_bytes, s.gemm, s.precision);
+                         s.layered_chunk_bytes, s.precision);
 }
 
 inline std::string failure_message(const char* where, long step, long kind) {
@@ -191,7 +188,6 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
-    settings.append(reinterpret_cast<const char*>(&s.gemm), sizeof s.gemm);
     const detail::graph_cache::key_type key{x.data(), y.data(), x.batch(), epochs, std::move(settings)};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
@@ -218,15 +214,14 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
 template <model Model, class T>
 basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>& params,
                              const basic_device_matrix<T>& x, gpu_regime regime = gpu_regime::automatic,
-                             std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes,
-                             gemm_backend gemm = gemm_backend::automatic) {
+                             std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
   detail::check_batch<Model>("apply", x);
   detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
   basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
   if constexpr (detail::layered_available<Model>) {
     if (detail::takes_layered_path<Model, T>(regime)) {
       detail::gpu::layered_workspace<Model, T> workspace;
-      workspace.prepare("apply", x.batch(), layered_chunk_bytes, detail::multiprocessors(), gemm, false);
+      workspace.prepare("apply", x.batch(), layered_chunk_bytes, false);
       detail::gpu::layered_apply(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(), y.data(),
                                  workspace);
       return y;
@@ -242,7 +237,7 @@ basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>&
 }
 template <model Model, class Optimizer, class T>
 basic_device_matrix<T> apply(const cuda_train_state<Model, Optimizer, T>& s, const basic_device_matrix<T>& x) {
-  return apply(s.model, s.params, x, s.regime, s.layered_chunk_bytes, s.gemm);
+  return apply(s.model, s.params, x, s.regime, s.layered_chunk_bytes);
 }
 
 // Loss and gradient on the GPU, copied back (for checks and tools, not for training).
@@ -251,8 +246,7 @@ loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model,
                                            const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
                                            matmul_precision precision = matmul_precision::fp32,
                                            gpu_regime regime = gpu_regime::automatic,
-                                           std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes,
-                                           gemm_backend gemm = gemm_backend::automatic) {
+                                           std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
@@ -260,7 +254,7 @@ loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model,
   detail::layered_workspace_for<Model, T> workspace;
   const bool layered = detail::takes_layered_path<Model, T>(regime, precision);
   detail::prepare_step<Model, T>("value_and_grad", x.batch(), layered, partials, workspace, layered_chunk_bytes,
-                                 gemm, precision);
+                                 precision);
   detail::step_output<sgd, T> result_at{thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data())};
   detail::enqueue_gradient(model, loss, thrust::raw_pointer_cast(p.data()), x, y, layered, partials, workspace,
                            precision, result_at, cudaStream_t(0));
