@@ -55,17 +55,6 @@ std::size_t parse_epochs(const std::string& text) {
   return value;
 }
 
-#if TL_DEVICE_COMPILER
-// Why --device auto trains on the CPU here, in CUDA's words.
-std::string why_no_gpu() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  (void)cudaGetLastError();
-  if (status != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorString(status);
-  return "no CUDA device found";
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -124,12 +113,13 @@ int main(int argc, char** argv) try {
                                                  : tl::default_device();
   if (dev.is_cuda()) {
     auto gpu = tl::to_device(state, dev);
-    run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), epochs);  // one launch
+    run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), epochs,
+                 {.progress = true, .log_every = 50});  // one launch; progress reported after it
     state.params = gpu.host_params();
     used = dev.name() + " (whole loop in one kernel launch)";
     trained = true;
   } else if (device_name == "auto") {
-    used = "cpu (--device auto: " + why_no_gpu() + ")";
+    used = "cpu (--device auto: no usable GPU: " + tl::cuda_unavailable_reason() + ")";
   }
 #else
   if (device_name == "cuda") throw std::runtime_error("this polyfit was built by g++ without CUDA; build with nvcc");

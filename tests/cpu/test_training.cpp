@@ -2,12 +2,15 @@
 // algorithm (forward, MSE, backward, Adam) written plainly here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <limits>
 #include <thread>
 #include <vector>
 
 #include "../../examples/seed_fit.hpp"
+#include "tapeless/train/progress.hpp"
 #include "../support/seed_reference.hpp"
 
 namespace {
@@ -107,6 +110,24 @@ TEST(Fit, FailureKeepsTheLossHistory) {
     for (double l : e.loss_history) EXPECT_TRUE(std::isfinite(l));
     EXPECT_EQ(std::string(e.what()).rfind("tapeless::fit:", 0), 0u) << e.what();
   }
+}
+
+// The GPU's fit reports a finished run in the lines a live CPU run prints: every
+// `every` epochs (a tenth by default), the time on the last line only.
+TEST(Progress, FinishedRunReportsEveryKthLossAndTheTimeOnce) {
+  const std::vector<double> losses{10, 9, 8, 7, 6, 5, 4};
+  testing::internal::CaptureStderr();
+  tl::detail::report_finished_run(losses, 3, 0.25);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "epoch 3/7  loss 8\nepoch 6/7  loss 5\nepoch 7/7  loss 4  0.25s (all epochs in one run on the GPU)\n");
+  testing::internal::CaptureStderr();
+  tl::detail::report_finished_run(std::vector<double>(20, 1.5), 0, 1.0);  // every 2
+  const std::string lines = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 10);
+  EXPECT_NE(lines.find("epoch 18/20  loss 1.5\nepoch 20/20  loss 1.5  1.00s"), std::string::npos) << lines;
+  testing::internal::CaptureStderr();
+  tl::detail::report_finished_run({}, 0, 1.0);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(SeedFit, Float64MatchesPlainFloat64Reference) {

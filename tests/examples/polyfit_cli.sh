@@ -54,6 +54,17 @@ echo "$device_line"
   fail "--device auto: no reason for the CPU in: $device_line"
 [ -s auto.csv ] || fail "--device auto: no CSV written"
 
+# With every GPU hidden, --device auto gives CUDA's own reason (an nvcc build) and
+# --device cuda fails with it; a g++ build says it has no CUDA.
+CUDA_VISIBLE_DEVICES= run --device auto --epochs 3 --csv hidden.csv
+device_line=$(grep '^device: ' <<<"$out")
+[[ "$device_line" =~ ^device:\ cpu\ \(--device\ auto:\ (no\ usable\ GPU:\ cuda[A-Za-z]+:\ .+|this\ polyfit\ was\ built\ by\ g\+\+.*)\)$ ]] ||
+  fail "--device auto, GPUs hidden: no CUDA reason in: $device_line"
+CUDA_VISIBLE_DEVICES= run --device cuda --epochs 3 --csv hidden.csv
+[ "$status" -eq 1 ] || fail "--device cuda, GPUs hidden: exit $status, expected 1"
+grep -qE "no CUDA device is usable here \(cuda[A-Za-z]+: .+\)|built by g\+\+ without CUDA" <<<"$err" ||
+  fail "--device cuda, GPUs hidden: message without CUDA's reason: $err"
+
 # The bar in terminals of 40 and 60 columns (a pseudo-terminal made by script(1)): every
 # redraw, after a carriage return, fits in columns - 1, and it stays on one line.
 if command -v script >/dev/null; then

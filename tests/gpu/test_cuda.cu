@@ -3,9 +3,11 @@
 // Exits 77 (skipped) where no GPU is usable; CI still compiles it with nvcc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "../../examples/seed_fit.hpp"
@@ -212,6 +214,28 @@ TEST(Devices, MissingDeviceIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("cuda_device(99)"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(tl::default_device().is_cuda());
+  EXPECT_EQ(tl::cuda_unavailable_reason(), "");
+}
+
+// progress = true reports the finished run's losses on stderr, on both GPU paths (one
+// launch, and the per-step graph); designated initializers reach every option.
+TEST(Fit, ProgressIsReportedAfterTheRun) {
+  const auto data = seed_fit::make_data();
+  for (const bool one_launch : {true, false}) {
+    tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+    testing::internal::CaptureStderr();
+    const auto run = tl::fit(s, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 30,
+                             {.progress = true, .log_every = 10, .one_launch = one_launch});
+    const std::string lines = testing::internal::GetCapturedStderr();
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "epoch 10/30  loss %.6g\n", run.loss_history[9]);
+    EXPECT_EQ(lines.rfind(expected, 0), 0u) << lines;
+    EXPECT_NE(lines.find("epoch 30/30  loss "), std::string::npos) << lines;
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 3) << lines;
+    testing::internal::CaptureStderr();
+    tl::fit(s, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 5);  // silent by default
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  }
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tapeless/cpu/batch.hpp"
-#include "tapeless/cpu/progress.hpp"
+#include "tapeless/train/progress.hpp"
 
 namespace tl {
 

@@ -27,6 +27,16 @@ inline int cuda_device_count() {
   return count;
 }
 
+// Why no CUDA device is usable, in CUDA's words (no driver, a driver older than the
+// runtime, no device, ...), or "" when one is.
+inline std::string cuda_unavailable_reason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  (void)cudaGetLastError();
+  if (status != cudaSuccess) return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+  return count == 0 ? "the CUDA runtime reports no device" : "";
+}
+
 inline device cpu_device() { return {}; }
 
 // Throws tl::cuda_error when the device does not exist.
@@ -34,7 +44,7 @@ inline device cuda_device(int index = 0) {
   const int count = cuda_device_count();
   if (index < 0 || index >= count) {
     throw cuda_error(cudaErrorNoDevice, "tapeless::cuda_device(" + std::to_string(index) + "): " +
-                                            (count == 0 ? std::string("no CUDA device is usable here")
+                                            (count == 0 ? "no CUDA device is usable here (" + cuda_unavailable_reason() + ")"
                                                         : std::to_string(count) + " CUDA device(s) present"));
   }
   TL_CUDA_CHECK(cudaSetDevice(index));

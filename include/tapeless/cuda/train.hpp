@@ -21,6 +21,7 @@
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/step.hpp"
+#include "tapeless/train/progress.hpp"
 #include "tapeless/train/state.hpp"
 
 namespace tl {
@@ -140,9 +141,15 @@ void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
   if (failed[0] >= 0) throw numeric_error(detail::failure_message("train_step", failed[0], failed[1]));
 }
 
-struct cuda_fit_options : fit_options {
-  bool one_launch = true;  // the whole loop in one kernel when the problem fits one block
-  int threads = 0;         // threads of that block; 0 = one per sample, at most 256
+// fit_options' fields and the GPU's own, in one aggregate so that designated
+// initializers reach all of them ({.progress = true, .one_launch = false}). The GPU
+// runs all epochs in one launch or graph, so progress, off by default, is reported
+// after the run: the lines the CPU's fit prints every `log_every` epochs.
+struct cuda_fit_options {
+  bool progress = false;
+  std::size_t log_every = 0;  // epochs between lines; 0 = a tenth of the run
+  bool one_launch = true;     // the whole loop in one kernel when the problem fits one block
+  int threads = 0;            // threads of that block; 0 = one per sample, at most 256
 };
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
@@ -207,6 +214,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   result.loss_history.assign(history.begin(), history.end());
   if (failed[0] >= 0)
     throw numeric_error(detail::failure_message("fit", failed[0], failed[1]), std::move(result.loss_history));
+  if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   return result;
 }
 

@@ -1,5 +1,6 @@
 // Training progress on stderr: a redrawn bar when stderr is a terminal, otherwise a
-// plain line every `every` epochs (logs and CI stay readable). The bar's line is kept
+// plain line every `every` epochs (logs and CI stay readable). Both backends' fit use
+// it: the CPU's as it runs, the GPU's after its one launch (report_finished_run). The bar's line is kept
 // narrower than the terminal (80 columns when its width cannot be read), so that `\r`
 // redraws it in place instead of wrapping onto new lines.
 #pragma once
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <vector>
 
 namespace tl::detail {
 
@@ -76,5 +78,18 @@ class progress_printer {
   clock::time_point start_, last_draw_;
   int last_length_ = 0;
 };
+
+// A run whose epochs all ran in one go (the GPU's single launch or captured graph,
+// with nothing to watch meanwhile): its losses afterwards, in the plain lines a live
+// run prints every `every` epochs (0: a tenth of the run), the time on the last.
+inline void report_finished_run(const std::vector<double>& losses, std::size_t every, double seconds) {
+  const std::size_t total = losses.size();
+  if (total == 0) return;
+  if (every == 0) every = total >= 10 ? total / 10 : 1;
+  for (std::size_t done = every; done < total; done += every)
+    std::fprintf(stderr, "epoch %zu/%zu  loss %.6g\n", done, total, losses[done - 1]);
+  std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %.2fs (all epochs in one run on the GPU)\n", total, total,
+               losses.back(), seconds);
+}
 
 }  // namespace tl::detail
