@@ -173,8 +173,9 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
 }
 
 // Kernel 1 of the per-step path; leaves one row of partial sums per block in
-// `partials`. `precision` applies to the tiled path.
-template <model Model, class Loss, class T>
+// `partials`. `precision` applies to the tiled path, `Sums` to the general kernel
+// (training takes the default; the A/B and the tests name the others).
+template <gpu::general_sums Sums = gpu::general_sums::per_entry_shuffles, model Model, class Loss, class T>
 int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
                     const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
                     matmul_precision precision, cudaStream_t stream = 0) {
@@ -192,10 +193,10 @@ int launch_partials(const Model& model, const Loss& loss, const T* params, const
     else
       launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
   } else if constexpr (check_gpu_model<Model, T>()) {
-    constexpr std::size_t shared = (gpu::general_threads / gpu::warp_size) * N * sizeof(T);
-    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T>, shared), true);
+    constexpr std::size_t shared = gpu::general_shared_bytes<Sums, T>(N);
+    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T, Sums>, shared), true);
     (void)configured;
-    gpu::general_partial_sums_kernel<Model, Loss, T><<<blocks, gpu::general_threads, shared, stream>>>(
+    gpu::general_partial_sums_kernel<Model, Loss, T, Sums><<<blocks, gpu::general_threads, shared, stream>>>(
         model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
     TL_CUDA_CHECK_LAUNCH("general_partial_sums_kernel");
   }
