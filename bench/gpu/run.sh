@@ -2,8 +2,9 @@
 # On a machine with an NVIDIA GPU: build with nvcc (-arch=sm_90), run the GPU tests,
 # run them under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), check
 # a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
-# fit and the curve fit against PyTorch and JAX in the same run, run the A/B of CUB
-# against the hand-written reductions, and print a table last.
+# fit and the curve fit against PyTorch and JAX in the same run, run the A/Bs of CUB
+# against the hand-written reductions (block and column sums; the general kernel's
+# block sums in place), and print a table last.
 #   bash bench/gpu/run.sh [all|test|bench]   (logs under $OUT when set, else build-gpu/)
 # `test` builds, tests and sanitizes; `bench` times (on an existing build-gpu/); `all`
 # does both.
@@ -17,11 +18,11 @@ if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
 targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
-# The microbenchmarks (per layer; CUB against the hand-written block and column sums)
-# are targets only where Google Benchmark was found.
+# The microbenchmarks (per layer; CUB against the hand-written block and column sums,
+# and the general kernel's block sums) are targets only where Google Benchmark was found.
 micro=0
 if ninja -C build-gpu -t targets all 2>/dev/null | grep -q '^bench/micro_block_sums_gpu:'; then
-  targets+=" bench/micro_dense_gpu bench/micro_block_sums_gpu"; micro=1
+  targets+=" bench/micro_dense_gpu bench/micro_block_sums_gpu bench/micro_general_sums_gpu"; micro=1
 fi
 ninja -C build-gpu $targets >"$logs/build.log" 2>&1 || { grep -B2 -A12 -m3 "error" "$logs/build.log" | head -60; exit 1; }
 echo "build: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
@@ -65,7 +66,8 @@ if [ "$stage" != test ]; then
   if [ "$micro" = 1 ]; then
     build-gpu/bench/micro_dense_gpu --benchmark_min_time=0.05 >"$logs/micro_dense_gpu.log" 2>&1
     build-gpu/bench/micro_block_sums_gpu --benchmark_min_time=0.1 >"$logs/block_sums.log" 2>&1
-    echo "microbenchmarks: $(grep -c "/manual_time" "$logs/micro_dense_gpu.log") per-layer, $(grep -c "^BM_" "$logs/block_sums.log") CUB A/B ($(grep -c ERROR "$logs/block_sums.log") errors); tables in $logs/micro_dense_gpu.log, $logs/block_sums.log"
+    build-gpu/bench/micro_general_sums_gpu --benchmark_min_time=0.1 >"$logs/general_sums.log" 2>&1
+    echo "microbenchmarks: $(grep -c "/manual_time" "$logs/micro_dense_gpu.log") per-layer, $(grep -c "^BM_" "$logs/block_sums.log") CUB A/B ($(grep -c ERROR "$logs/block_sums.log") errors), $(grep -c "^BM_" "$logs/general_sums.log") general-kernel A/B ($(grep -c ERROR "$logs/general_sums.log") errors); tables in $logs/micro_dense_gpu.log, $logs/block_sums.log, $logs/general_sums.log"
   fi
   peers=$(PYTHONUNBUFFERED=1 timeout 300 python3 bench/gpu/peers.py 20 2>"$logs/peers.err" | tee "$logs/peers.log")
   get() { awk -v k="$1" '$1 == k {print $2}' <<<"$tl"$'\n'"$peers"$'\n'"$cpu"$'\n'"$scaled"; }

@@ -113,13 +113,78 @@ TEST(GpuLayers, DesignDocumentLayerMatchesCpu) {
 }
 
 // Over 255 parameters and not only dense layers: the general per-thread kernel.
+auto general_model() {
+  return tl::chain(tl::dense<3, 24>(tl::silu), tl::skip(tl::dense<24, 24>(tl::tanh)), tl::layer_norm<24>(),
+                   tl::dense<24, 2>());
+}
+using general_model_t = decltype(general_model());
+static_assert(tl::detail::fused_path<general_model_t, float> == tl::detail::gpu_path::general);
+
 TEST(GpuLayers, GeneralPathMatchesCpu) {
-  const auto model = tl::chain(tl::dense<3, 24>(tl::silu), tl::skip(tl::dense<24, 24>(tl::tanh)), tl::layer_norm<24>(),
-                               tl::dense<24, 2>());
+  const auto model = general_model();
   static_assert(decltype(model)::parameter_count > 255);
   for (std::size_t batch : {2u, 300u, 20000u}) {
     expect_gpu_equals_cpu<float>(model, tl::mse, batch, 7);
     expect_gpu_equals_cpu<double>(model, tl::mse, batch, 8);
+  }
+}
+
+// The general kernel with block sums V (cuda/general_kernel.hpp, general_sums): its
+// partial rows, one of partial_row<P> values per block.
+template <tl::detail::gpu::general_sums V, class T>
+std::vector<T> general_rows(const tl::parameters<general_model_t, T>& p, const tl::basic_device_matrix<T>& x,
+                            const tl::basic_device_matrix<T>& y) {
+  thrust::device_vector<T> params(p.flat().begin(), p.flat().end()), partials;
+  const int blocks = tl::detail::launch_partials<V>(general_model(), tl::mse, thrust::raw_pointer_cast(params.data()),
+                                                    x, y, partials, nullptr, tl::matmul_precision::fp32);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<T> rows(std::size_t(blocks) * tl::detail::gpu::partial_row<general_model_t::parameter_count>);
+  thrust::copy(partials.begin(), partials.begin() + rows.size(), rows.begin());
+  return rows;
+}
+
+// All three block sums write the same rows (to rounding: their orders differ), and
+// each one's rows, added up on the host as reduce_update_kernel adds them, give the
+// CPU's loss and gradient. 1e-5 (float), 1e-12 (double). In double, P + 1 = 795 sums
+// pass CUB's ring of 512 TempStorages once: its barrier before reuse is exercised
+// (and run under compute-sanitizer: bench/gpu/run.sh filters GeneralPath*).
+template <class T>
+void general_sums_agree(std::size_t batch, std::uint64_t seed) {
+  using tl::detail::gpu::general_sums;
+  constexpr std::size_t P = general_model_t::parameter_count, R = tl::detail::gpu::partial_row<P>;
+  const auto model = general_model();
+  tl::rng gen(seed);
+  const auto p = cast<T>(random_parameters(model, gen));
+  const auto x = cast<T>(random_batch(gen, 3, batch, -1.5, 1.5)), y = cast<T>(random_batch(gen, 2, batch, 0.05, 1));
+  const auto cpu = tl::value_and_grad(tl::mse, model, p, x, y);
+  const auto dx = tl::to_device(x), dy = tl::to_device(y);
+  const auto shuffles = general_rows<general_sums::per_entry_shuffles>(p, dx, dy);
+  const auto chunked = general_rows<general_sums::chunked_reduce_scatter>(p, dx, dy);
+  const auto cub = general_rows<general_sums::cub_block_reduce>(p, dx, dy);
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  ASSERT_EQ(chunked.size(), shuffles.size());
+  ASSERT_EQ(cub.size(), shuffles.size());
+  EXPECT_LE(relative_difference(chunked, shuffles), tolerance) << batch;
+  EXPECT_LE(relative_difference(cub, shuffles), tolerance) << batch;
+  const double scale = tl::detail::loss_scale<double, general_model_t, tl::mse_loss>(batch);
+  for (const auto* rows : {&shuffles, &chunked, &cub}) {
+    const char* name = rows == &shuffles ? "per_entry_shuffles" : rows == &chunked ? "chunked_reduce_scatter" : "cub";
+    std::vector<double> gradient(P, 0.0);
+    double loss = 0;
+    for (std::size_t b = 0; b * R < rows->size(); ++b) {
+      for (std::size_t j = 0; j < P; ++j) gradient[j] += double((*rows)[b * R + j]) * scale;
+      loss += double((*rows)[b * R + P]) * scale;
+      EXPECT_EQ((*rows)[b * R + P + 1], T(0)) << name << ", block " << b << ": flagged non-finite";
+    }
+    EXPECT_LE(std::abs(loss - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance) << name << ", " << batch;
+    EXPECT_LE(relative_difference(gradient, cpu.gradient.flat()), tolerance) << name << ", " << batch;
+  }
+}
+
+TEST(GpuLayers, GeneralPathSumVariantsAgree) {
+  for (std::size_t batch : {2u, 300u, 20000u}) {
+    general_sums_agree<float>(batch, 30);
+    general_sums_agree<double>(batch, 31);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/general_kernel.hpp"
 #include "tapeless/cuda/kernels.hpp"
 #include "tapeless/cuda/layered.hpp"
 #include "tapeless/cuda/tiled.hpp"
@@ -49,7 +50,6 @@ std::size_t checked_parameter_count() {
 // The general kernel keeps P + 1 sums per thread in local memory: past this many
 // parameters a non-dense model is refused at compile time.
 inline constexpr std::size_t general_parameter_limit = 8192;
-inline constexpr int general_threads = 64;
 
 // fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
 // block's time grows with that work, the per-step kernels' stays near 10 µs a step
@@ -135,7 +135,7 @@ int step_blocks(std::size_t batch) {
     // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
     return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
   } else {
-    return static_cast<int>(std::min<std::size_t>((batch + general_threads - 1) / general_threads,
+    return static_cast<int>(std::min<std::size_t>((batch + gpu::general_threads - 1) / gpu::general_threads,
                                                   4 * multiprocessors()));
   }
 }
@@ -173,8 +173,9 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
 }
 
 // Kernel 1 of the per-step path; leaves one row of partial sums per block in
-// `partials`. `precision` applies to the tiled path.
-template <model Model, class Loss, class T>
+// `partials`. `precision` applies to the tiled path, `Sums` to the general kernel
+// (training takes the default; the A/B and the tests name the others).
+template <gpu::general_sums Sums = gpu::general_sums::per_entry_shuffles, model Model, class Loss, class T>
 int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
                     const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
                     matmul_precision precision, cudaStream_t stream = 0) {
@@ -192,10 +193,10 @@ int launch_partials(const Model& model, const Loss& loss, const T* params, const
     else
       launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
   } else if constexpr (check_gpu_model<Model, T>()) {
-    constexpr std::size_t shared = (general_threads / gpu::warp_size) * N * sizeof(T);
-    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T>, shared), true);
+    constexpr std::size_t shared = gpu::general_shared_bytes<Sums, T>(N);
+    static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T, Sums>, shared), true);
     (void)configured;
-    gpu::general_partial_sums_kernel<Model, Loss, T><<<blocks, general_threads, shared, stream>>>(
+    gpu::general_partial_sums_kernel<Model, Loss, T, Sums><<<blocks, gpu::general_threads, shared, stream>>>(
         model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
     TL_CUDA_CHECK_LAUNCH("general_partial_sums_kernel");
   }
