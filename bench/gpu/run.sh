@@ -36,6 +36,9 @@ if [ "$stage" != bench ]; then
   # The checkpoint read back by torch's nn.Sequential.load_state_dict (python3 there has torch).
   TAPELESS_PYTHON=python3 build-gpu/tests/test_io_python --gtest_filter='*Checkpoint*' >"$logs/torch.log" 2>&1
   torch_check=$?; grep -E "torch|numpy forward" "$logs/torch.log" | head -4
+  # The example's command line with a GPU present and with every GPU hidden (CUDA's reason).
+  bash tests/examples/polyfit_cli.sh build-gpu/examples/polyfit >"$logs/polyfit_cli.log" 2>&1
+  cli_check=$?; grep -E "^device:|FAIL" "$logs/polyfit_cli.log" | head -4
   # Sanitizers on small problems that still run every kernel: the per-thread, one-block,
   # tiled and general paths, the non-finite checks, expression models and least squares.
   filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSizedBatch'
@@ -91,5 +94,5 @@ if [ "$stage" != test ]; then
 fi
 if [ "$stage" != bench ]; then
   echo
-  echo "GPU tests exit $gpu_tests; torch checkpoint check exit $torch_check; sanitizers (exit codes) $sanitizers"
+  echo "GPU tests exit $gpu_tests; torch checkpoint check exit $torch_check; polyfit CLI exit $cli_check; sanitizers (exit codes) $sanitizers"
 fi
