@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Clean-build times with g++ of examples/polyfit and of dense chains of depth 2..16
 # (width 16, gelu), the seed fit's training loop instantiated for each; median of 3.
-#   bash bench/compile_time.sh
+# With --nvcc, the nvcc builds instead (-O2 -arch=sm_90, as meson builds .cu): the seed
+# fit trained on the GPU, and issue 8's 2-128x3-1 silu chain (the layered path).
+#   bash bench/compile_time.sh [--nvcc]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flags=(-std=c++20 -O2 -march=native -mprefer-vector-width=512 -fno-trapping-math -Iinclude -Iexamples)
@@ -33,6 +35,32 @@ int main() {
 SRC
 }
 
+gpu_source() {  # layers -> a program that trains them on the GPU (when one is usable)
+  cat <<SRC
+#include "tapeless/tapeless.hpp"
+#include "tapeless/cuda.hpp"
+int main() {
+  const auto model = tl::chain($1);
+  tl::rng gen(1);
+  tl::matrix x(model.inputs, 1000), y(model.outputs, 1000);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{1e-3f});
+  if (!tl::default_device().is_cuda()) return 0;
+  auto gpu = tl::to_device(state, tl::default_device());
+  return tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 10).loss_history.back() > 1e9f;
+}
+SRC
+}
+if [ "${1:-}" = --nvcc ]; then
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  nvcc_flags=(-std=c++20 -O2 -arch=sm_90 --expt-relaxed-constexpr -Xcompiler=-fno-trapping-math,-pthread -Iinclude)
+  echo "| build ($("$nvcc" --version | grep -o 'release [0-9.]*'), $(nproc) cores, $(date -u +%F)) | seconds (median of 3) |"
+  echo "|---|---|"
+  gpu_source "tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()" >"$work/seed.cu"
+  gpu_source "tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 1>()" >"$work/issue.cu"
+  printf "| seed fit on the GPU (1-16-1 gelu, per-thread kernels) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/seed.cu" -o "$work/seed" -lcublasLt)"
+  printf "| issue 8's 2-128x3-1 silu (layered path, cuBLASLt) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/issue.cu" -o "$work/issue" -lcublasLt)"
+  exit 0
+fi
 echo "| build (g++ $(g++ -dumpfullversion), $(nproc) cores, $(date -u +%F)) | seconds (median of 3) |"
 echo "|---|---|"
 # polyfit is two translation units (the network; --model polynomial's least squares),

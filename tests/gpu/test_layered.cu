@@ -101,6 +101,19 @@ TEST(Layered, DeepModelAndOtherLossesMatchCpu) {
   expect_layered_equals_cpu<float>(classifier, tl::softmax_cross_entropy, 4099, 11);
 }
 
+// Products of up to 4 terms (a first layer's inputs, a last layer's outputs for the
+// input delta) run as elementwise kernels, from 5 as GEMMs: both sides of the edge.
+TEST(Layered, ThinProductsAtTheEdgeMatchCpu) {
+  const auto four_in_five_out = tl::chain(tl::dense<4, 300>(tl::tanh), tl::dense<300, 5>(tl::gelu));
+  const auto five_in_four_out = tl::chain(tl::dense<5, 300>(tl::silu), tl::dense<300, 4>());
+  for (std::size_t batch : {3u, 4099u}) {
+    expect_layered_equals_cpu<float>(four_in_five_out, tl::mse, batch, 23);
+    expect_layered_equals_cpu<float>(five_in_four_out, tl::mse, batch, 24);
+    expect_layered_equals_cpu<double>(four_in_five_out, tl::huber, batch, 25);
+    expect_layered_equals_cpu<double>(five_in_four_out, tl::mse, batch, 26);
+  }
+}
+
 TEST(Layered, ManyChunksMatchOneChunk) {
   // 20 KB of activations a chunk: the clamp makes it 4096 samples, so 10001 samples
   // are 3 chunks, the last partial; the gradient rows add over chunks.

@@ -5,7 +5,8 @@
 //   input delta   delta_prev (In x rows) = (W delta) * slope_prev
 // W is the layer's row-major Out x In weight block, i.e. a column-major In x Out matrix.
 // The products are cuBLASLt's (cuda/blas.hpp), each followed by one elementwise kernel
-// for the bias, the activation or the slope. (cuBLASLt's epilogues know GELU and ReLU
+// for the bias, the activation or the slope; products of at most 4 terms are that
+// elementwise kernel alone (thin_product_terms). (cuBLASLt's epilogues know GELU and ReLU
 // only; tapeless's own tiled GEMM with all of it fused into its epilogues measured
 // 1.5-1.8x slower in fp32 and 2-8x in TF32, docs/performance.md, and was removed.)
 #pragma once
@@ -66,6 +67,46 @@ void to_bfloat16(const T* values, std::size_t count, __nv_bfloat16* low, cudaStr
   to_bfloat16_kernel<<<elementwise_blocks(count), 256, 0, stream>>>(values, count, low);
   TL_CUDA_CHECK_LAUNCH("to_bfloat16_kernel");
 }
+// Products whose inner dimension is at most this many terms are not worth a GEMM: a
+// neural field's first layer (2 or 3 inputs) and the input delta of its last (1 to 3
+// outputs) run as one elementwise kernel with the work that follows them, in fp32 at
+// every precision (they are memory-bound: the GEMM's output pass is what this saves).
+inline constexpr std::size_t thin_product_terms = 4;
+
+// Forward of a layer with at most thin_product_terms inputs: z = W x + b, act, slope.
+template <class Activation, std::size_t In, std::size_t Out, class T>
+__global__ void thin_forward_kernel(Activation activation, const T* w, const T* bias, const T* in, T* out, T* slope,
+                                    std::size_t count, __nv_bfloat16* low) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t s = i / Out, o = i % Out;
+    T z = bias[o];
+#pragma unroll
+    for (std::size_t k = 0; k < In; ++k) z += w[o * In + k] * in[s * In + k];
+    T d;
+    const T a = activation.value_and_derivative(z, d);
+    out[i] = a;
+    if (slope) slope[i] = d;
+    if (low) low[i] = __float2bfloat16(float(a));
+  }
+}
+// Input delta through a layer with at most thin_product_terms outputs, scaled by the
+// previous layer's slopes in place: delta_prev = (W^T delta) * slope_prev.
+template <std::size_t In, std::size_t Out, class T>
+__global__ void thin_input_delta_kernel(const T* w, const T* delta, T* previous_slope, std::size_t count,
+                                        __nv_bfloat16* low) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::size_t s = i / In, k = i % In;
+    T sum = T(0);
+#pragma unroll
+    for (std::size_t o = 0; o < Out; ++o) sum += w[o * In + k] * delta[s * Out + o];
+    const T d = previous_slope[i] * sum;
+    previous_slope[i] = d;
+    if (low) low[i] = __float2bfloat16(float(d));
+  }
+}
+
 // bf16 products read bfloat16 copies of their operands; fp32 and tf32 the values.
 template <matmul_precision Precision, class T>
 inline constexpr bool bfloat16_operands = Precision == matmul_precision::bf16 && std::is_same_v<T, float>;
@@ -89,12 +130,19 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
   const auto activation = model.template sublayer<L>().activation;
-  const blas_shape shape{true, false, Out, rows, In, In, In, Out};
   __nv_bfloat16* low = nullptr;
+  if constexpr (bfloat16_operands<Precision, T>)
+    if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
+  if constexpr (In <= thin_product_terms) {
+    thin_forward_kernel<decltype(activation), In, Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
+        activation, w, w + layer::bias_offset, in, out, slope, rows * Out, low);
+    TL_CUDA_CHECK_LAUNCH("thin_forward_kernel (layered forward)");
+    return;
+  }
+  const blas_shape shape{true, false, Out, rows, In, In, In, Out};
   if constexpr (bfloat16_operands<Precision, T>) {
     ws.blas.multiply(shape, ws.low_params() + (w - params), ws.template low_layer_input<L>(), out, T(0), Precision,
                      stream);
-    if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
   } else {
     ws.blas.multiply(shape, w, in, out, T(0), Precision, stream);
   }
@@ -116,23 +164,29 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
   const T* ones = thrust::raw_pointer_cast(ws.ones.data());
   const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
   T* sums = thrust::raw_pointer_cast(ws.products.data());
+  constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in one elementwise kernel
   __nv_bfloat16* low = nullptr;
   if constexpr (bfloat16_operands<Precision, T>) {
     const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
     ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
                      Precision, stream);
     if constexpr (L > 0) {
-      ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
+      if constexpr (!thin_delta)
+        ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
       low = ws.template low_deltas<L - 1>();
     }
   } else {
     ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
-    if constexpr (L > 0) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
+    if constexpr (L > 0 && !thin_delta) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
   }
   // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
   ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
                    beta, matmul_precision::fp32, stream);
-  if constexpr (L > 0) {
+  if constexpr (L > 0 && thin_delta) {
+    thin_input_delta_kernel<In, Out><<<elementwise_blocks(rows * In), 256, 0, stream>>>(w, delta, previous_slope,
+                                                                                         rows * In, low);
+    TL_CUDA_CHECK_LAUNCH("thin_input_delta_kernel (layered input delta)");
+  } else if constexpr (L > 0) {
     scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
                                                                         rows * In, low);
     TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");

@@ -25,7 +25,8 @@ template <class LayerIndex, class ExpectsInputs, class PreviousLayerOutputs>
 struct chain_width_check {
   static_assert(ExpectsInputs::value == PreviousLayerOutputs::value,
                 "tapeless::chain: layer widths do not match: layer_index<N> (from 0) "
-                "expects_inputs<A> but previous_layer_outputs<B>; the numbers are in the line above");
+                "expects_inputs<A> but previous_layer_outputs<B>; the numbers are in the chain_width_check<...> "
+                "line of the message (above it with g++ and clang, below it under nvcc's \"detected during\")");
   static constexpr bool ok = ExpectsInputs::value == PreviousLayerOutputs::value;
 };
 
