@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "tapeless/cuda.hpp"
@@ -66,7 +67,10 @@ struct layer_setup {
     std::vector<float> xh(batch * W);
     for (float& v : xh) v = gen.symmetric<float>();
     x = xh;
-    ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes, true, true);  // with bf16 copies
+    // One chunk of the whole batch (the default chunk holds 32768 samples of a 1024-wide
+    // pair), with bf16 copies: the calls below run all `batch` rows at once.
+    ws.prepare("micro_dense_gpu", batch, std::size_t(4) << 30, true, true);
+    if (ws.plan.chunk != batch) throw std::logic_error("micro_dense_gpu: the batch must be one chunk");
     // The first layer's outputs and slopes: layer 1's input and previous slopes, and
     // their bfloat16 copies (laid out as the units are) for the bf16 products.
     gpu::layered_forward<tl::matmul_precision::fp32>(model, raw(params), raw(x), batch, raw(ws.units),

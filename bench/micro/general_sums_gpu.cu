@@ -3,7 +3,7 @@
 // general_partial_sums_kernel, launched by the real launch_partials (training's grid
 // of step_blocks blocks of general_threads and its shared memory), on real models
 // that take the general path, once per variant:
-//   per_entry_shuffles      today's code: 5 shuffles an entry, then rows in shared memory
+//   per_entry_shuffles      the kernel's first code: 5 shuffles an entry, then rows in shared memory
 //   chunked_reduce_scatter  32 entries at a time through kernels.hpp's reduce-scatter
 //   cub_block_reduce        cub::BlockReduce (warp reductions) once per entry
 // docs/design.md, "CUB and hand-written reductions", says why (block_sums_gpu.cu's

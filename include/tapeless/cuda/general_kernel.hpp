@@ -15,9 +15,11 @@ namespace tl::detail::gpu {
 // The general kernel's block size. A compile-time constant: cub::BlockReduce needs it.
 inline constexpr int general_threads = 64;
 
-// How the general kernel adds its threads' N = P + 1 sums into the block's row. Which is
-// fastest is an open question: an A/B in place (bench/micro/general_sums_gpu.cu)
-// decides, under the rule of docs/design.md, "CUB and hand-written reductions".
+// How the general kernel adds its threads' N = P + 1 sums into the block's row. The A/B
+// in place (bench/micro/general_sums_gpu.cu; docs/design.md, "CUB and hand-written
+// reductions") chose the chunked reduce-scatter: 1.3-7.5x faster than per-entry
+// shuffles and 1.1-15x faster than cub::BlockReduce, at every size measured (H200,
+// 2026-12-03). The others stay for that A/B.
 //   per_entry_shuffles: each entry summed over a warp by its own 5 shuffles, lane 0
 //     writing it to the warp's row in shared memory; the rows are then added in a
 //     fixed order.
@@ -29,6 +31,7 @@ inline constexpr int general_threads = 64;
 //     writes each total straight to the partial row (no rows in shared memory).
 // All write the same row and are deterministic for a given launch configuration.
 enum class general_sums { per_entry_shuffles, chunked_reduce_scatter, cub_block_reduce };
+inline constexpr general_sums general_default_sums = general_sums::chunked_reduce_scatter;
 
 // The dynamic shared memory a launch with `Sums` must give: the warps' rows of N sums,
 // or none for CUB, whose TempStorage ring is static (general_reduce_ring).
@@ -111,7 +114,7 @@ __device__ inline bool cub_sums_to_row(const T (&acc)[N], T* out) {
 // (any layers, float or double): the same row as partial_sums_kernel, from sums kept
 // in local memory, on blocks of general_threads. Slower than the register and tiled
 // kernels; it exists so that every model runs (docs/design.md, "GPU paths").
-template <class Model, class Loss, class T, general_sums Sums = general_sums::per_entry_shuffles>
+template <class Model, class Loss, class T, general_sums Sums = general_default_sums>
 __global__ void general_partial_sums_kernel(Model model, Loss loss, const T* params, const T* x, const T* y,
                                             std::size_t batch, T* partials, long* step_counter) {
   constexpr std::size_t P = Model::parameter_count, N = P + 1;

@@ -175,7 +175,7 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
 // Kernel 1 of the per-step path; leaves one row of partial sums per block in
 // `partials`. `precision` applies to the tiled path, `Sums` to the general kernel
 // (training takes the default; the A/B and the tests name the others).
-template <gpu::general_sums Sums = gpu::general_sums::per_entry_shuffles, model Model, class Loss, class T>
+template <gpu::general_sums Sums = gpu::general_default_sums, model Model, class Loss, class T>
 int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
                     const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
                     matmul_precision precision, cudaStream_t stream = 0) {
