@@ -98,10 +98,10 @@ void forward(benchmark::State& state) {
 template <std::size_t W, tl::matmul_precision Precision>
 void backward(benchmark::State& state) {
   layer_setup<W> s;
-  float* grad = s.raw(s.ws.gradient) + layer_setup<W>::model_type::template parameter_offset<1>;
+  static_assert(!gpu::fuses_first_layer<typename layer_setup<W>::model_type>, "times layer 1's own backward");
   time_launches(state, 4.0 * batch * W * W, 0, [&] {
-    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.in(), s.slope(), s.previous_slope(), batch, grad, false,
-                                      s.ws, cudaStream_t(0));
+    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.raw(s.x), s.in(), s.slope(), s.previous_slope(), batch,
+                                      s.raw(s.ws.gradient), false, s.ws, cudaStream_t(0));
   });
 }
 

@@ -67,12 +67,6 @@ void to_bfloat16(const T* values, std::size_t count, __nv_bfloat16* low, cudaStr
   to_bfloat16_kernel<<<elementwise_blocks(count), 256, 0, stream>>>(values, count, low);
   TL_CUDA_CHECK_LAUNCH("to_bfloat16_kernel");
 }
-// Products whose inner dimension is at most this many terms are not worth a GEMM: a
-// neural field's first layer (2 or 3 inputs) and the input delta of its last (1 to 3
-// outputs) run as one elementwise kernel with the work that follows them, in fp32 at
-// every precision (they are memory-bound: the GEMM's output pass is what this saves).
-inline constexpr std::size_t thin_product_terms = 4;
-
 // Forward of a layer with at most thin_product_terms inputs: z = W x + b, act, slope.
 template <class Activation, std::size_t In, std::size_t Out, class T>
 __global__ void thin_forward_kernel(Activation activation, const T* w, const T* bias, const T* in, T* out, T* slope,
@@ -104,6 +98,59 @@ __global__ void thin_input_delta_kernel(const T* w, const T* delta, T* previous_
     const T d = previous_slope[i] * sum;
     previous_slope[i] = d;
     if (low) low[i] = __float2bfloat16(float(d));
+  }
+}
+
+// A first layer of at most thin_product_terms inputs gets its gradient straight from
+// the deltas it would be given, which are never written: per sample, delta0 = slope0 *
+// (W1^T delta1) (Out1 terms, a thin second layer) or slope0 * sums (the input-delta
+// GEMM's products, Out1 = 0), then dW0 += delta0 x^T, db0 += delta0. Each thread is one
+// unit o of the first layer over one slice of samples (blockIdx.y), its In0 + 1 sums
+// in registers, written to that slice's partial row; first_layer_sums_kernel adds the
+// slices in a fixed order. One read of the slopes instead of a write and three reads
+// of the deltas (the GEMM's weight gradient, the bias gradient).
+template <std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
+__global__ void first_layer_gradient_kernel(const T* x, const T* slope0, const T* w1, const T* delta1, const T* sums,
+                                            std::size_t rows, T* partials) {
+  const std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (o >= Out0) return;
+  const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
+                    last = first + per < rows ? first + per : rows;
+  T w[Out1 > 0 ? Out1 : 1];  // this unit's column of W1 (row-major Out1 x Out0)
+  if constexpr (Out1 > 0) {
+#pragma unroll
+    for (std::size_t j = 0; j < Out1; ++j) w[j] = w1[j * Out0 + o];
+  }
+  T acc[In0 + 1] = {};
+  for (std::size_t s = first; s < last; ++s) {
+    T sum;
+    if constexpr (Out1 > 0) {
+      sum = T(0);
+#pragma unroll
+      for (std::size_t j = 0; j < Out1; ++j) sum += w[j] * delta1[s * Out1 + j];
+    } else {
+      sum = sums[s * Out0 + o];
+    }
+    const T d = slope0[s * Out0 + o] * sum;
+#pragma unroll
+    for (std::size_t k = 0; k < In0; ++k) acc[k] += d * x[s * In0 + k];
+    acc[In0] += d;
+  }
+  T* out = partials + (blockIdx.y * Out0 + o) * (In0 + 1);
+#pragma unroll
+  for (std::size_t k = 0; k <= In0; ++k) out[k] = acc[k];
+}
+template <std::size_t In0, std::size_t Out0, class T>
+__global__ void first_layer_sums_kernel(const T* partials, unsigned slices, T* weight_grad, T* bias_grad,
+                                        bool accumulate) {
+  constexpr std::size_t row = Out0 * (In0 + 1);
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < row;
+       i += std::size_t(gridDim.x) * blockDim.x) {
+    T sum = T(0);
+    for (unsigned b = 0; b < slices; ++b) sum += partials[b * row + i];
+    const std::size_t o = i / (In0 + 1), k = i % (In0 + 1);
+    T& g = k < In0 ? weight_grad[o * In0 + k] : bias_grad[o];
+    g = accumulate ? g + sum : sum;
   }
 }
 
@@ -151,20 +198,23 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
 }
 
-// Layer L backward for `rows` samples from its deltas: its gradient into `grad` (the
-// layer's parameters' sums, `accumulate`d over chunks), and the deltas of layer L - 1
-// in place of that layer's slopes `previous_slope`.
+// Layer L backward for `rows` samples from its deltas: its gradient into the step's
+// `gradient` row (`accumulate`d over chunks), and the deltas of layer L - 1 in place of
+// that layer's slopes `previous_slope`; for L = 1 before a thin first layer
+// (fuses_first_layer), the first layer's gradient instead, from `x`.
 template <matmul_precision Precision, std::size_t L, class Model, class T>
-void backward_layer(const T* params, const T* in, const T* delta, T* previous_slope, std::size_t rows, T* grad,
-                    bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+void backward_layer(const T* params, const T* x, const T* in, const T* delta, T* previous_slope, std::size_t rows,
+                    T* gradient, bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
   using layer = typename Model::template layer_type<L>;
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
+  T* grad = gradient + Model::template parameter_offset<L>;
   const T beta = accumulate ? T(1) : T(0);
   const T* ones = thrust::raw_pointer_cast(ws.ones.data());
   const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
   T* sums = thrust::raw_pointer_cast(ws.products.data());
   constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in one elementwise kernel
+  constexpr bool fused_first = L == 1 && fuses_first_layer<Model>;
   __nv_bfloat16* low = nullptr;
   if constexpr (bfloat16_operands<Precision, T>) {
     const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
@@ -173,7 +223,7 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
     if constexpr (L > 0) {
       if constexpr (!thin_delta)
         ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
-      low = ws.template low_deltas<L - 1>();
+      if constexpr (!fused_first) low = ws.template low_deltas<L - 1>();
     }
   } else {
     ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
@@ -182,7 +232,18 @@ void backward_layer(const T* params, const T* in, const T* delta, T* previous_sl
   // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
   ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
                    beta, matmul_precision::fp32, stream);
-  if constexpr (L > 0 && thin_delta) {
+  if constexpr (fused_first) {
+    using first = typename Model::template layer_type<0>;
+    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs;
+    T* partials = thrust::raw_pointer_cast(ws.first_layer_partials.data());
+    const dim3 grid(unsigned((Out0 + 127) / 128), first_layer_slices);
+    first_layer_gradient_kernel<In0, Out0, thin_delta ? Out : 0><<<grid, 128, 0, stream>>>(
+        x, previous_slope, w, delta, static_cast<const T*>(sums), rows, partials);
+    TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
+    first_layer_sums_kernel<In0, Out0><<<elementwise_blocks(Out0 * (In0 + 1)), 256, 0, stream>>>(
+        partials, first_layer_slices, gradient + first::weight_offset, gradient + first::bias_offset, accumulate);
+    TL_CUDA_CHECK_LAUNCH("first_layer_sums_kernel (layered backward)");
+  } else if constexpr (L > 0 && thin_delta) {
     thin_input_delta_kernel<In, Out><<<elementwise_blocks(rows * In), 256, 0, stream>>>(w, delta, previous_slope,
                                                                                          rows * In, low);
     TL_CUDA_CHECK_LAUNCH("thin_input_delta_kernel (layered input delta)");

@@ -76,7 +76,8 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
   }(std::make_index_sequence<Model::depth>{});
 }
 
-// Backward of one chunk, from the last layer's deltas (in its slope rows).
+// Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
+// first layer's gradient comes with the second layer's (fuses_first_layer).
 template <matmul_precision Precision, class Model, class T>
 void layered_backward(const T* params, const T* x, std::size_t rows, T* units, layered_workspace<Model, T>& ws,
                       bool accumulate, cudaStream_t stream) {
@@ -85,11 +86,13 @@ void layered_backward(const T* params, const T* x, std::size_t rows, T* units, l
   [&]<std::size_t... R>(std::index_sequence<R...>) {
     ([&] {
       constexpr std::size_t L = Model::depth - 1 - R;
-      T* previous_slope = nullptr;
-      if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
-      backward_layer<Precision, L>(params, layer_input<Model, L>(x, units, stride), layer_slopes<Model, L>(units, stride),
-                                   previous_slope, rows, gradient + Model::template parameter_offset<L>, accumulate,
-                                   ws, stream);
+      if constexpr (L > 0 || !fuses_first_layer<Model>) {
+        T* previous_slope = nullptr;
+        if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
+        backward_layer<Precision, L>(params, x, layer_input<Model, L>(x, units, stride),
+                                     layer_slopes<Model, L>(units, stride), previous_slope, rows, gradient, accumulate,
+                                     ws, stream);
+      }
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
 }

@@ -61,6 +61,24 @@ inline constexpr std::size_t widest_hidden_input = []<std::size_t... L>(std::ind
   return std::max({std::size_t(0), Model::template layer_type<L + 1>::inputs...});
 }(std::make_index_sequence<Model::depth - 1>{});
 
+// Products whose inner dimension is at most this many terms are not worth a GEMM: a
+// neural field's first layer (2 or 3 inputs) and the input delta of its last (1 to 3
+// outputs) run as one elementwise kernel with the work that follows them, in fp32 at
+// every precision (they are memory-bound: the GEMM's output pass is what this saves).
+inline constexpr std::size_t thin_product_terms = 4;
+// Whether the backward pass computes such a first layer's gradient in one kernel from
+// the deltas it would be given, never written (cuda/layer_products.hpp): in chains of
+// two or more layers. Its partial sums: one row per slice of a chunk's samples.
+template <class Model>
+inline constexpr bool fuses_first_layer =
+    Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
+inline constexpr unsigned first_layer_slices = 256;
+template <class Model>
+inline constexpr std::size_t first_layer_partial_count =
+    fuses_first_layer<Model> ? std::size_t(first_layer_slices) * Model::template layer_type<0>::outputs *
+                                   (Model::template layer_type<0>::inputs + 1)
+                             : 0;
+
 // How one step is cut into chunks of samples.
 template <class Model>
 struct layered_plan {
@@ -101,6 +119,7 @@ struct layered_workspace {
   layered_plan<Model> plan;
   thrust::device_vector<T> units;          // a chunk's outputs, then its slopes / deltas
   thrust::device_vector<T> gradient;       // the step's sums, every layer's in place
+  thrust::device_vector<T> first_layer_partials;  // per slice of samples (fuses_first_layer)
   thrust::device_vector<T> sample_losses;  // one per sample of the batch
   thrust::device_vector<T> loss_and_flag = thrust::device_vector<T>(2);
   thrust::device_vector<unsigned char> reduce_storage;  // cub::DeviceReduce's
@@ -152,7 +171,8 @@ struct layered_workspace {
     const std::size_t bytes =
         sizeof(T) * (grow(want_units, units.size()) + grow(training ? Model::parameter_count : 0, gradient.size()) +
                      grow(training ? batch : 0, sample_losses.size()) + grow(want_ones, ones.size()) +
-                     grow(want_products, products.size())) +
+                     grow(want_products, products.size()) +
+                     grow(training ? first_layer_partial_count<Model> : 0, first_layer_partials.size())) +
         sizeof(__nv_bfloat16) * grow(want_low, low.size()) + grow(storage, reduce_storage.size()) +
         (blas.ready() ? 0 : blas_products::workspace_bytes);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
@@ -160,6 +180,7 @@ struct layered_workspace {
     units.resize(std::max(units.size(), want_units));
     if (training) {
       gradient.resize(Model::parameter_count);
+      first_layer_partials.resize(first_layer_partial_count<Model>);
       sample_losses.resize(std::max(sample_losses.size(), batch));
       reduce_storage.resize(std::max(reduce_storage.size(), storage));
     }
