@@ -3,11 +3,12 @@
 // paths on the scaled fit's 1-64-64-1 (and of the layered path's chunk size): fit() of `steps` full-batch Adam steps, tanh, MSE, median of several
 // runs (CUDA events), with TFLOP/s counted as 6 * batch * In * Out per dense layer
 // (forward, input delta, weight gradient).
-//   build-gpu/bench/layered_fit_gpu [repetitions]
+//   build-gpu/bench/layered_fit_gpu [repetitions] [name filter: only models whose name holds it]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "tapeless/cuda.hpp"
 
 namespace {
+
+const char* name_filter = nullptr;
 
 template <class Model>
 double flops_per_step(std::size_t batch) {
@@ -29,6 +32,7 @@ template <class Model>
 void time_model(const char* name, const Model& model, std::size_t batch, int repetitions, tl::gpu_regime regime,
                 std::size_t chunk_bytes = tl::detail::gpu::default_chunk_bytes,
                 tl::matmul_precision precision = tl::matmul_precision::fp32) {
+  if (name_filter && !std::strstr(name, name_filter)) return;
   constexpr std::size_t steps = 20;
   tl::rng gen(7);
   tl::basic_matrix<float> xh(Model::inputs, batch), yh(Model::outputs, batch);
@@ -65,6 +69,7 @@ auto tanh_mlp(std::index_sequence<I...>) {  // 2 -> W, (depth - 2) x W -> W, W -
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  if (argc > 2) name_filter = argv[2];
   tl::cuda_device(0);
   const auto layered = tl::gpu_regime::layered, automatic = tl::gpu_regime::automatic;
   const auto scaled = tl::chain(tl::dense<1, 64>(tl::gelu), tl::dense<64, 64>(tl::gelu), tl::dense<64, 1>());
