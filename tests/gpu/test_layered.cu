@@ -114,6 +114,71 @@ TEST(Layered, ThinProductsAtTheEdgeMatchCpu) {
   }
 }
 
+// The neural-field shape: a thin first layer whose gradient comes with the thin last
+// layer's backward (fuses_first_layer, thin second layer), over several chunks, float
+// and double; and apply writing the thin last layer straight to y.
+TEST(Layered, ThinFirstAndLastLayersOverChunksMatchCpu) {
+  const auto field = tl::chain(tl::dense<2, 300>(tl::tanh), tl::dense<300, 1>());
+  static_assert(tl::detail::gpu::fuses_first_layer<decltype(field)>);
+  for (std::size_t batch : {1u, 257u, 10001u}) {
+    expect_layered_equals_cpu<float>(field, tl::mse, batch, 27, 20 << 10);
+    expect_layered_equals_cpu<double>(field, tl::mse, batch, 28, 20 << 10);
+  }
+  tl::rng gen(29);
+  const auto params = tl::init<double>(field, gen);
+  const auto x = random_batch(gen, 2, 9001, -2, 2);
+  const thrust::device_vector<double> p(params.flat().begin(), params.flat().end());
+  const auto gpu = tl::to_host(tl::apply(field, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
+  EXPECT_LE(relative_difference(gpu.values(), tl::apply(field, params, x).values()), 1e-12);
+}
+
+// bf16 over several chunks (beta = 1 on bfloat16 products, each chunk's inputs
+// converted) with a first layer of 5 inputs (a GEMM reading the bfloat16 inputs).
+TEST(Layered, Bf16OverChunksWithinTolerance) {
+  const auto model = tl::chain(tl::dense<5, 128>(tl::silu), tl::dense<128, 128>(tl::tanh), tl::dense<128, 2>());
+  tl::rng gen(30);
+  const auto params = tl::init(model, gen);
+  const auto xh = cast<float>(random_batch(gen, 5, 10001, -1.5, 1.5));
+  const auto yh = cast<float>(random_batch(gen, 2, 10001, 0.05, 1));
+  const auto cpu = tl::value_and_grad(tl::mse, model, params, xh, yh);
+  const auto low = tl::value_and_grad(tl::mse, model, params, tl::to_device(xh), tl::to_device(yh),
+                                      tl::matmul_precision::bf16, tl::gpu_regime::layered, 20 << 10);
+  EXPECT_LE(std::abs(double(low.loss) - double(cpu.loss)) / double(cpu.loss), 3e-2);
+  EXPECT_LE(relative_difference(low.gradient.flat(), cpu.gradient.flat()), 3e-2);
+  EXPECT_GT(relative_difference(low.gradient.flat(), cpu.gradient.flat()), 1e-6);  // bf16 ran
+}
+
+// fit captures its steps as a graph holding the state's buffers; a train_step on a
+// larger batch grows (reallocates) them, so the next fit of the first shape must
+// capture again, not replay freed memory. On the layered and per-thread paths.
+template <class Model>
+void expect_fit_after_larger_step_matches_cpu(const Model& model, std::uint64_t seed) {
+  tl::rng gen(seed);
+  const auto xa = cast<float>(random_batch(gen, Model::inputs, 3000, -1, 1));
+  const auto ya = cast<float>(random_batch(gen, 1, 3000, 0, 1));
+  const auto xb = cast<float>(random_batch(gen, Model::inputs, 70000, -1, 1));
+  const auto yb = cast<float>(random_batch(gen, 1, 70000, 0, 1));
+  tl::train_state cpu(model, tl::init(model, gen), tl::adam{1e-3f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto dxa = tl::to_device(xa), dya = tl::to_device(ya);
+  const tl::cuda_fit_options per_step{.one_launch = false};
+  tl::fit(gpu, tl::mse, dxa, dya, 5, per_step);
+  tl::fit(cpu, tl::mse, xa, ya, 5, {.progress = false});
+  const float b_gpu = tl::train_step(gpu, tl::mse, tl::to_device(xb), tl::to_device(yb)).get();
+  const float b_cpu = tl::train_step(cpu, tl::mse, xb, yb);
+  EXPECT_NEAR(b_gpu, b_cpu, 1e-4 * b_cpu);
+  const auto again_gpu = tl::fit(gpu, tl::mse, dxa, dya, 5, per_step);
+  const auto again_cpu = tl::fit(cpu, tl::mse, xa, ya, 5, {.progress = false});
+  for (std::size_t e = 0; e < 5; ++e)
+    EXPECT_NEAR(again_gpu.loss_history[e], again_cpu.loss_history[e], 1e-4 * again_cpu.loss_history[e]) << e;
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+}
+
+TEST(Layered, FitAfterALargerTrainStepCapturesAgain) {
+  expect_fit_after_larger_step_matches_cpu(issue_model(), 31);
+  expect_fit_after_larger_step_matches_cpu(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()), 32);
+}
+
 TEST(Layered, ManyChunksMatchOneChunk) {
   // 20 KB of activations a chunk: the clamp makes it 4096 samples, so 10001 samples
   // are 3 chunks, the last partial; the gradient rows add over chunks.

@@ -12,6 +12,14 @@
 namespace tl {
 
 namespace detail {
+// The bytes of some device addresses, for a key_type's `addresses`.
+template <class... P>
+std::string addresses_of(const P*... pointers) {
+  std::string bytes;
+  ((bytes.append(reinterpret_cast<const char*>(&pointers), sizeof pointers)), ...);
+  return bytes;
+}
+
 // An instantiated CUDA graph and what it was captured for. Copies start empty: a graph
 // holds the pointers of the state that captured it.
 class graph_cache {
@@ -20,7 +28,9 @@ class graph_cache {
     const void* x;
     const void* y;
     std::size_t batch, epochs;
-    std::string settings;  // the bytes of the loss and optimizer objects, baked into the kernels
+    std::string settings;   // the bytes of the loss and optimizer objects, baked into the kernels
+    std::string addresses;  // every buffer the graph reads or writes: a reallocated one (a
+                            // train_step on a larger batch grows them) means a new capture
     bool operator==(const key_type&) const = default;
   };
   graph_cache() = default;

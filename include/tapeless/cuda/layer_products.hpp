@@ -241,7 +241,8 @@ void backward_layer(const T* params, const T* x, const T* in, const T* delta, T*
         x, previous_slope, w, delta, static_cast<const T*>(sums), rows, partials);
     TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
     first_layer_sums_kernel<In0, Out0><<<elementwise_blocks(Out0 * (In0 + 1)), 256, 0, stream>>>(
-        partials, first_layer_slices, gradient + first::weight_offset, gradient + first::bias_offset, accumulate);
+        partials, first_layer_slices, gradient + Model::template parameter_offset<0> + first::weight_offset,
+        gradient + Model::template parameter_offset<0> + first::bias_offset, accumulate);
     TL_CUDA_CHECK_LAUNCH("first_layer_sums_kernel (layered backward)");
   } else if constexpr (L > 0 && thin_delta) {
     thin_input_delta_kernel<In, Out><<<elementwise_blocks(rows * In), 256, 0, stream>>>(w, delta, previous_slope,

@@ -15,6 +15,7 @@
 
 #include "tapeless/cuda/blas.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
 #include "tapeless/cuda/tile_layout.hpp"  // is_dense_chain
 
@@ -192,6 +193,13 @@ struct layered_workspace {
     low.resize(std::max(low.size(), want_low));
     blas.prepare();
     plan = next;
+  }
+
+  // What a captured graph of steps bakes in (cuda/graph_cache.hpp).
+  std::string addresses() const {
+    const auto raw = [](const auto& v) { return static_cast<const void*>(thrust::raw_pointer_cast(v.data())); };
+    return addresses_of(raw(units), raw(gradient), raw(first_layer_partials), raw(sample_losses), raw(loss_and_flag),
+                        raw(reduce_storage), raw(ones), raw(products), raw(low), blas.workspace_address());
   }
 
   layered_partials<T> view() const {

@@ -32,7 +32,9 @@ inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_t
 template <model Model>
 inline constexpr bool layered_available = gpu::layered_supports<Model> && !per_thread_gradients<Model>;
 
-struct no_workspace {};
+struct no_workspace {
+  std::string addresses() const { return {}; }
+};
 // The layered path's buffers, for the models it can train.
 template <class Model, class T>
 using layered_workspace_for =

@@ -195,7 +195,12 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
-    const detail::graph_cache::key_type key{x.data(), y.data(), x.batch(), epochs, std::move(settings)};
+    const auto raw = [](const auto& v) { return static_cast<const void*>(thrust::raw_pointer_cast(v.data())); };
+    const detail::graph_cache::key_type key{
+        x.data(), y.data(), x.batch(), epochs, std::move(settings),
+        detail::addresses_of(raw(s.params), raw(s.optimizer_state), raw(s.loss), raw(s.partials), raw(s.history),
+                             raw(s.failed), raw(s.step_counter)) +
+            s.layered.addresses()};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
         for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
@@ -212,9 +217,9 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   std::vector<T> history(done);
   thrust::copy(s.history.begin(), s.history.begin() + long(done), history.begin());
   result.loss_history.assign(history.begin(), history.end());
+  if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   if (failed[0] >= 0)
     throw numeric_error(detail::failure_message("fit", failed[0], failed[1]), std::move(result.loss_history));
-  if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   return result;
 }
 
