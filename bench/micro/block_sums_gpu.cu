@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "gpu_timing.hpp"
+#include "run_registered.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/kernels.hpp"
 
@@ -304,18 +305,11 @@ void register_column_sums() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-  benchmark::AddCustomContext("command", command);
-  benchmark::AddCustomContext("what", "block sums and column sums: tapeless' hand-written reductions vs CUB");
   [&]<std::size_t... P>(std::index_sequence<P...>) {
     ((register_block_sums<256, P>(), register_block_sums<128, P>()), ...);
   }(std::index_sequence<17, 49, 129, 257, 513>{});
   [&]<int... R>(std::integer_sequence<int, R...>) {
     ((register_column_sums<R, 4096>(), register_column_sums<R, std::size_t(1) << 20>()), ...);
   }(std::integer_sequence<int, 64, 1024, 8192>{});
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return bench::run_registered(argc, argv, "block sums and column sums: tapeless' hand-written reductions vs CUB");
 }

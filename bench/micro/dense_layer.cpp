@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "run_registered.hpp"
 #include "tapeless/tapeless.hpp"
 
 namespace {
@@ -89,13 +90,7 @@ void register_widths() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-  benchmark::AddCustomContext("command", command);
-  benchmark::AddCustomContext("what", "one dense W->W tanh layer, 16 lanes, through tl's layer protocol; Adam update");
   register_widths<16, 32, 64, 128, 256, 512, 1024>();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return bench::run_registered(argc, argv,
+                               "one dense W->W tanh layer, 16 lanes, through tl's layer protocol; Adam update");
 }

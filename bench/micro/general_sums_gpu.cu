@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gpu_timing.hpp"
+#include "run_registered.hpp"
 #include "tapeless/cuda.hpp"
 
 namespace {
@@ -166,11 +167,6 @@ void register_width(std::initializer_list<std::size_t> batches) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-  benchmark::AddCustomContext("command", command);
-  benchmark::AddCustomContext("what", "the general kernel's block sums: per-entry shuffles, chunked reduce-scatter, "
-                                      "cub::BlockReduce");
   // 30 benchmarks. 10^3 samples make 16 blocks of one sample a thread, 10^4 157 blocks,
   // 10^5 step_blocks' cap of 4 per SM (528 on the H200, ~3 samples a thread). The two
   // larger models skip 10^4, which differs from 10^3 only in the number of blocks, to
@@ -179,8 +175,7 @@ int main(int argc, char** argv) {
   register_width<30>({1000, 10000, 100000});  // P = 1111
   register_width<60>({1000, 100000});         // P = 4021
   register_width<86>({1000, 100000});         // P = 7999
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return bench::run_registered(argc, argv,
+                               "the general kernel's block sums: per-entry shuffles, chunked reduce-scatter, "
+                               "cub::BlockReduce");
 }

@@ -10,8 +10,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
-#include <string>
 
+#include "run_registered.hpp"
 #include "tapeless/tapeless.hpp"
 
 namespace {
@@ -46,17 +46,10 @@ void value_and_derivative(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-  benchmark::AddCustomContext("command", command);
-  benchmark::AddCustomContext("what", "host float tanh over 4096 values in [-range, range]");
   benchmark::RegisterBenchmark("tanh/value", tanh_value)->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
   benchmark::RegisterBenchmark("tanh/value_and_derivative", value_and_derivative<tl::tanh_fn>)
       ->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
   benchmark::RegisterBenchmark("gelu/value_and_derivative", value_and_derivative<tl::gelu_fn>)
       ->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  return bench::run_registered(argc, argv, "host float tanh over 4096 values in [-range, range]");
 }
