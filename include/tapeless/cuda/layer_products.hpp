@@ -21,29 +21,43 @@
 
 namespace tl::detail::gpu {
 
-// After a forward product: the bias and the activation, and its derivative kept. Width is the layer's outputs, a constant, so a sample's unit is a cheap remainder.
-// `low` (bf16 products only) gets a bfloat16 copy of what is written, the next
-// product's operand.
+// What the forward kernels write for unit i from its pre-activation z: the activation,
+// its derivative (`slope`, null in apply) and, for bf16 products, a bfloat16 copy of the
+// activation in `low` (the next product's operand; null otherwise).
+template <class Activation, class T>
+__device__ inline void write_activation(const Activation& activation, T z, std::size_t i, T* out, T* slope,
+                                        __nv_bfloat16* low) {
+  T d;
+  const T a = activation.value_and_derivative(z, d);
+  out[i] = a;
+  if (slope) slope[i] = d;
+  if (low) low[i] = __float2bfloat16(float(a));
+}
+// What the input-delta kernels write for unit i of the layer before from its sum over
+// the next layer's deltas: delta = slope * sum, in place of the slope, and its bfloat16
+// copy for bf16 products.
+template <class T>
+__device__ inline void write_delta(T sum, std::size_t i, T* slope, __nv_bfloat16* low) {
+  const T delta = slope[i] * sum;
+  slope[i] = delta;
+  if (low) low[i] = __float2bfloat16(float(delta));
+}
+
+// After a forward product: the bias and the activation. Width is the layer's outputs, a
+// constant, so a sample's unit is a cheap remainder.
 template <class Activation, std::size_t Width, class T>
 __global__ void bias_activation_kernel(Activation activation, const T* bias, T* out, T* slope, std::size_t count,
                                        __nv_bfloat16* low) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    T d;
-    const T a = activation.value_and_derivative(out[i] + bias[i % Width], d);
-    out[i] = a;
-    if (slope) slope[i] = d;
-    if (low) low[i] = __float2bfloat16(float(a));
-  }
+       i += std::size_t(gridDim.x) * blockDim.x)
+    write_activation(activation, out[i] + bias[i % Width], i, out, slope, low);
 }
+// After an input-delta product: its sums times the slopes.
 template <class T>
 __global__ void scale_by_kernel(T* slope, const T* sums, std::size_t count, __nv_bfloat16* low) {
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const T delta = slope[i] * sums[i];
-    slope[i] = delta;
-    if (low) low[i] = __float2bfloat16(float(delta));
-  }
+       i += std::size_t(gridDim.x) * blockDim.x)
+    write_delta(sums[i], i, slope, low);
 }
 template <class T>
 __global__ void to_bfloat16_kernel(const T* values, std::size_t count, __nv_bfloat16* low) {
@@ -77,11 +91,7 @@ __global__ void thin_forward_kernel(Activation activation, const T* w, const T* 
     T z = bias[o];
 #pragma unroll
     for (std::size_t k = 0; k < In; ++k) z += w[o * In + k] * in[s * In + k];
-    T d;
-    const T a = activation.value_and_derivative(z, d);
-    out[i] = a;
-    if (slope) slope[i] = d;
-    if (low) low[i] = __float2bfloat16(float(a));
+    write_activation(activation, z, i, out, slope, low);
   }
 }
 // Input delta through a layer with at most thin_product_terms outputs, scaled by the
@@ -95,9 +105,7 @@ __global__ void thin_input_delta_kernel(const T* w, const T* delta, T* previous_
     T sum = T(0);
 #pragma unroll
     for (std::size_t o = 0; o < Out; ++o) sum += w[o * In + k] * delta[s * Out + o];
-    const T d = previous_slope[i] * sum;
-    previous_slope[i] = d;
-    if (low) low[i] = __float2bfloat16(float(d));
+    write_delta(sum, i, previous_slope, low);
   }
 }
 
