@@ -82,7 +82,7 @@ class blas_products {
 
   // The handle and workspace: called before a graph capture, which allows no allocation.
   bool ready() const { return handle_ != nullptr; }
-  const void* workspace_address() const { return thrust::raw_pointer_cast(workspace_.data()); }
+  const thrust::device_vector<unsigned char>& workspace() const { return workspace_; }
   void prepare() {
     if (handle_) return;
     TL_CUBLAS_CHECK(cublasLtCreate(&handle_));

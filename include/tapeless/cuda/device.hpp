@@ -40,20 +40,21 @@ inline std::string cuda_unavailable_reason() {
 inline device cpu_device() { return {}; }
 
 namespace detail {
-// Where no device is usable, a cuda_error with CUDA's reason before anything else
-// (thrust would throw a bare std::bad_alloc from its first allocation).
-inline void require_cuda_device(const std::string& where) {
-  if (cuda_device_count() == 0)
+// The number of devices; where none is usable, a cuda_error with CUDA's reason before
+// anything else (thrust would throw a bare std::bad_alloc from its first allocation).
+inline int require_cuda_device(const std::string& where) {
+  const int count = cuda_device_count();
+  if (count == 0)
     throw cuda_error(cudaErrorNoDevice,
                      "tapeless::" + where + ": no CUDA device is usable here (" + cuda_unavailable_reason() + ")");
+  return count;
 }
 }  // namespace detail
 
 // Throws tl::cuda_error when the device does not exist.
 inline device cuda_device(int index = 0) {
   const std::string where = "cuda_device(" + std::to_string(index) + ")";
-  detail::require_cuda_device(where);
-  const int count = cuda_device_count();
+  const int count = detail::require_cuda_device(where);
   if (index < 0 || index >= count)
     throw cuda_error(cudaErrorInvalidDevice, "tapeless::" + where + ": " + std::to_string(count) + " CUDA device(s) present");
   TL_CUDA_CHECK(cudaSetDevice(index));

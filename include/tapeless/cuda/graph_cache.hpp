@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <thrust/memory.h>
 
 #include <cstddef>
 #include <string>
@@ -12,11 +13,13 @@
 namespace tl {
 
 namespace detail {
-// The bytes of some device addresses, for a key_type's `addresses`.
-template <class... P>
-std::string addresses_of(const P*... pointers) {
+// The bytes of some device buffers' addresses (thrust vectors), for a key_type's
+// `addresses`.
+template <class... Buffers>
+std::string addresses_of(const Buffers&... buffers) {
   std::string bytes;
-  ((bytes.append(reinterpret_cast<const char*>(&pointers), sizeof pointers)), ...);
+  const auto append = [&](const void* p) { bytes.append(reinterpret_cast<const char*>(&p), sizeof p); };
+  (append(thrust::raw_pointer_cast(buffers.data())), ...);
   return bytes;
 }
 

@@ -197,9 +197,8 @@ struct layered_workspace {
 
   // What a captured graph of steps bakes in (cuda/graph_cache.hpp).
   std::string addresses() const {
-    const auto raw = [](const auto& v) { return static_cast<const void*>(thrust::raw_pointer_cast(v.data())); };
-    return addresses_of(raw(units), raw(gradient), raw(first_layer_partials), raw(sample_losses), raw(loss_and_flag),
-                        raw(reduce_storage), raw(ones), raw(products), raw(low), blas.workspace_address());
+    return addresses_of(units, gradient, first_layer_partials, sample_losses, loss_and_flag, reduce_storage, ones,
+                        products, low, blas.workspace());
   }
 
   layered_partials<T> view() const {

@@ -195,11 +195,9 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
-    const auto raw = [](const auto& v) { return static_cast<const void*>(thrust::raw_pointer_cast(v.data())); };
     const detail::graph_cache::key_type key{
         x.data(), y.data(), x.batch(), epochs, std::move(settings),
-        detail::addresses_of(raw(s.params), raw(s.optimizer_state), raw(s.loss), raw(s.partials), raw(s.history),
-                             raw(s.failed), raw(s.step_counter)) +
+        detail::addresses_of(s.params, s.optimizer_state, s.loss, s.partials, s.history, s.failed, s.step_counter) +
             s.layered.addresses()};
     if (!s.graph.holds(key)) {
       s.graph.capture(key, [&](cudaStream_t stream) {
