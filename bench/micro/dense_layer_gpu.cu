@@ -91,7 +91,7 @@ template <std::size_t W, tl::matmul_precision Precision>
 void forward(benchmark::State& state) {
   layer_setup<W> s;
   time_launches(state, 2.0 * batch * W * W, 0, [&] {
-    gpu::forward_layer<Precision, 1>(s.model, s.raw(s.params), s.in(), batch, s.out(), s.slope(), s.ws,
+    gpu::forward_layer<Precision, 1>(s.model, s.raw(s.params), s.in(), batch, s.out(), s.slope(), true, s.ws,
                                      cudaStream_t(0));
   });
 }
@@ -101,7 +101,7 @@ void backward(benchmark::State& state) {
   layer_setup<W> s;
   static_assert(!gpu::fuses_first_layer<typename layer_setup<W>::model_type>, "times layer 1's own backward");
   time_launches(state, 4.0 * batch * W * W, 0, [&] {
-    gpu::backward_layer<Precision, 1>(s.raw(s.params), s.raw(s.x), s.in(), s.slope(), s.previous_slope(), batch,
+    gpu::backward_layer<Precision, 1>(s.model, s.raw(s.params), s.raw(s.x), s.in(), s.slope(), s.previous_slope(), batch,
                                       s.raw(s.ws.gradient), false, s.ws, cudaStream_t(0));
   });
 }

@@ -132,6 +132,34 @@ TEST(Layered, ThinFirstAndLastLayersOverChunksMatchCpu) {
   EXPECT_LE(relative_difference(gpu.values(), tl::apply(field, params, x).values()), 1e-12);
 }
 
+// A thin second layer that is not the last: its weight gradient comes from the first
+// layer's recomputed activations (fuses_second_layer_weights) while its deltas come
+// from the layer after it; and the neural-field shape at TF32 and bf16, where that
+// gradient is taken in fp32 beside the low-precision products.
+TEST(Layered, ThinSecondLayerInsideAChainMatchesCpu) {
+  const auto model = tl::chain(tl::dense<3, 200>(tl::gelu), tl::dense<200, 3>(tl::silu), tl::dense<3, 150>(tl::tanh),
+                               tl::dense<150, 2>());
+  static_assert(tl::detail::gpu::fuses_second_layer_weights<decltype(model)>);
+  for (std::size_t batch : {5u, 5003u}) {
+    expect_layered_equals_cpu<float>(model, tl::mse, batch, 31, 20 << 10);
+    expect_layered_equals_cpu<double>(model, tl::mse, batch, 32, 20 << 10);
+  }
+  const auto field = tl::chain(tl::dense<2, 300>(tl::tanh), tl::dense<300, 1>());
+  tl::rng gen(33);
+  const auto params = tl::init(field, gen);
+  const auto xh = cast<float>(random_batch(gen, 2, 10001, -1.5, 1.5));
+  const auto yh = cast<float>(random_batch(gen, 1, 10001, 0.05, 1));
+  const auto cpu = tl::value_and_grad(tl::mse, field, params, xh, yh);
+  for (const auto& [precision, tolerance] :
+       {std::pair{tl::matmul_precision::tf32, 5e-3}, std::pair{tl::matmul_precision::bf16, 3e-2}}) {
+    const auto low = tl::value_and_grad(tl::mse, field, params, tl::to_device(xh), tl::to_device(yh), precision,
+                                        tl::gpu_regime::layered, 20 << 10);
+    EXPECT_LE(std::abs(double(low.loss) - double(cpu.loss)) / double(cpu.loss), tolerance);
+    EXPECT_LE(relative_difference(low.gradient.flat(), cpu.gradient.flat()), tolerance);
+    EXPECT_GT(relative_difference(low.gradient.flat(), cpu.gradient.flat()), 1e-6);  // the mode ran
+  }
+}
+
 // bf16 over several chunks (beta = 1 on bfloat16 products, each chunk's inputs
 // converted) with a first layer of 5 inputs (a GEMM reading the bfloat16 inputs).
 TEST(Layered, Bf16OverChunksWithinTolerance) {

@@ -109,55 +109,74 @@ __global__ void thin_input_delta_kernel(const T* w, const T* delta, T* previous_
   }
 }
 
-// A first layer of at most thin_product_terms inputs gets its gradient straight from
-// the deltas it would be given, which are never written: per sample, delta0 = slope0 *
-// (W1^T delta1) (Out1 terms, a thin second layer) or slope0 * sums (the input-delta
-// GEMM's products, Out1 = 0), then dW0 += delta0 x^T, db0 += delta0. Each thread is one
-// unit o of the first layer over one slice of samples (blockIdx.y), its In0 + 1 sums
-// in registers, written to that slice's partial row; first_layer_sums_kernel adds the
-// slices in a fixed order. One read of the slopes instead of a write and three reads
-// of the deltas (the GEMM's weight gradient, the bias gradient).
-template <std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
-__global__ void first_layer_gradient_kernel(const T* x, const T* slope0, const T* w1, const T* delta1, const T* sums,
-                                            std::size_t rows, T* partials) {
+// A first layer of at most thin_product_terms inputs gets its gradient from its inputs
+// and the second layer's deltas alone (fuses_first_layer): per sample, each unit's
+// pre-activation z0 = W0 x + b0 is recomputed (In0 multiply-adds: cheaper than
+// writing and reading back the slopes), then delta0 = act'(z0) * (W1^T delta1) (Out1
+// terms, a thin second layer) or act'(z0) * sums (the input-delta GEMM's products,
+// Out1 = 0), and dW0 += delta0 x^T, db0 += delta0; with a thin second layer also its
+// weight gradient dW1 += delta1 act(z0)^T, in place of a GEMM that reads the first
+// layer's outputs. Each thread is one unit o of the first layer over one slice of
+// samples (blockIdx.y), its sums in registers, written to that slice's partial row;
+// first_layer_sums_kernel adds the slices in a fixed order.
+template <class Activation, std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
+__global__ void first_layer_gradient_kernel(Activation activation, const T* w0, const T* b0, const T* x,
+                                            const T* w1, const T* delta1, const T* sums, std::size_t rows,
+                                            T* partials) {
   const std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
   if (o >= Out0) return;
   const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
                     last = first + per < rows ? first + per : rows;
-  T w[Out1 > 0 ? Out1 : 1];  // this unit's column of W1 (row-major Out1 x Out0)
+  T v[In0], w[Out1 > 0 ? Out1 : 1];  // this unit's row of W0, its column of W1 (row-major Out1 x Out0)
+#pragma unroll
+  for (std::size_t k = 0; k < In0; ++k) v[k] = w0[o * In0 + k];
+  const T bias = b0[o];
   if constexpr (Out1 > 0) {
 #pragma unroll
     for (std::size_t j = 0; j < Out1; ++j) w[j] = w1[j * Out0 + o];
   }
-  T acc[In0 + 1] = {};
+  constexpr std::size_t width = In0 + 1 + Out1;
+  T acc[width] = {};
   for (std::size_t s = first; s < last; ++s) {
+    T z = bias;
+#pragma unroll
+    for (std::size_t k = 0; k < In0; ++k) z += v[k] * x[s * In0 + k];
+    T slope;
+    const T a = activation.value_and_derivative(z, slope);
     T sum;
     if constexpr (Out1 > 0) {
       sum = T(0);
 #pragma unroll
-      for (std::size_t j = 0; j < Out1; ++j) sum += w[j] * delta1[s * Out1 + j];
+      for (std::size_t j = 0; j < Out1; ++j) {
+        const T d1 = delta1[s * Out1 + j];
+        sum += w[j] * d1;
+        acc[In0 + 1 + j] += d1 * a;
+      }
     } else {
       sum = sums[s * Out0 + o];
     }
-    const T d = slope0[s * Out0 + o] * sum;
+    const T d = slope * sum;
 #pragma unroll
     for (std::size_t k = 0; k < In0; ++k) acc[k] += d * x[s * In0 + k];
     acc[In0] += d;
   }
-  T* out = partials + (blockIdx.y * Out0 + o) * (In0 + 1);
+  T* out = partials + (blockIdx.y * Out0 + o) * width;
 #pragma unroll
-  for (std::size_t k = 0; k <= In0; ++k) out[k] = acc[k];
+  for (std::size_t k = 0; k < width; ++k) out[k] = acc[k];
 }
-template <std::size_t In0, std::size_t Out0, class T>
+// The slices' sums in a fixed order: entry k of unit o is dW0[o][k] (k < In0), db0[o]
+// (k = In0) or dW1[j][o] (k = In0 + 1 + j, Out1 > 0), added to the gradient when
+// `accumulate` (a later chunk).
+template <std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
 __global__ void first_layer_sums_kernel(const T* partials, unsigned slices, T* weight_grad, T* bias_grad,
-                                        bool accumulate) {
-  constexpr std::size_t row = Out0 * (In0 + 1);
+                                        T* second_weight_grad, bool accumulate) {
+  constexpr std::size_t width = In0 + 1 + Out1, row = Out0 * width;
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < row;
        i += std::size_t(gridDim.x) * blockDim.x) {
     T sum = T(0);
     for (unsigned b = 0; b < slices; ++b) sum += partials[b * row + i];
-    const std::size_t o = i / (In0 + 1), k = i % (In0 + 1);
-    T& g = k < In0 ? weight_grad[o * In0 + k] : bias_grad[o];
+    const std::size_t o = i / width, k = i % width;
+    T& g = k < In0 ? weight_grad[o * In0 + k] : k == In0 ? bias_grad[o] : second_weight_grad[(k - In0 - 1) * Out0 + o];
     g = accumulate ? g + sum : sum;
   }
 }
@@ -176,10 +195,11 @@ inline constexpr bool blas_layout = Layer::weight_index(0, 0) == Layer::weight_o
                                     (Layer::outputs == 1 || Layer::bias_index(1) == Layer::bias_offset + 1);
 
 // Layer L forward for `rows` samples: outputs to `out`, activation derivatives to
-// `slope` (none: apply).
+// `slope` (none: apply, or a first layer whose backward recomputes them); `training`:
+// the bfloat16 copies of the outputs for bf16 products too.
 template <matmul_precision Precision, std::size_t L, class Model, class T>
 void forward_layer(const Model& model, const T* params, const T* in, std::size_t rows, T* out, T* slope,
-                   layered_workspace<Model, T>& ws, cudaStream_t stream) {
+                   bool training, layered_workspace<Model, T>& ws, cudaStream_t stream) {
   using layer = typename Model::template layer_type<L>;
   static_assert(blas_layout<layer>, "the layered path reads a dense layer's weights as a row-major Out x In block");
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
@@ -187,7 +207,7 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   const auto activation = model.template sublayer<L>().activation;
   __nv_bfloat16* low = nullptr;
   if constexpr (bfloat16_operands<Precision, T>)
-    if (slope) low = ws.template low_outputs<L>();  // training: the next layer's operand
+    if (training) low = ws.template low_outputs<L>();  // the next layer's operand
   if constexpr (In <= thin_product_terms) {
     thin_forward_kernel<decltype(activation), In, Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
         activation, w, w + layer::bias_offset, in, out, slope, rows * Out, low);
@@ -208,11 +228,13 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
 
 // Layer L backward for `rows` samples from its deltas: its gradient into the step's
 // `gradient` row (`accumulate`d over chunks), and the deltas of layer L - 1 in place of
-// that layer's slopes `previous_slope`; for L = 1 before a thin first layer
-// (fuses_first_layer), the first layer's gradient instead, from `x`.
+// that layer's slopes `previous_slope`; for L = 1 after a thin first layer
+// (fuses_first_layer), the first layer's gradient instead, from `x` (and, when this
+// layer is thin too, this layer's weight gradient with it).
 template <matmul_precision Precision, std::size_t L, class Model, class T>
-void backward_layer(const T* params, const T* x, const T* in, const T* delta, T* previous_slope, std::size_t rows,
-                    T* gradient, bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+void backward_layer(const Model& model, const T* params, const T* x, const T* in, const T* delta, T* previous_slope,
+                    std::size_t rows, T* gradient, bool accumulate, layered_workspace<Model, T>& ws,
+                    cudaStream_t stream) {
   using layer = typename Model::template layer_type<L>;
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
@@ -223,18 +245,21 @@ void backward_layer(const T* params, const T* x, const T* in, const T* delta, T*
   T* sums = thrust::raw_pointer_cast(ws.products.data());
   constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in one elementwise kernel
   constexpr bool fused_first = L == 1 && fuses_first_layer<Model>;
+  constexpr bool fused_weights = L == 1 && fuses_second_layer_weights<Model>;  // in the first layer's kernel
   __nv_bfloat16* low = nullptr;
   if constexpr (bfloat16_operands<Precision, T>) {
     const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
-    ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
-                     Precision, stream);
+    if constexpr (!fused_weights)
+      ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
+                       Precision, stream);
     if constexpr (L > 0) {
       if constexpr (!thin_delta)
         ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
       if constexpr (!fused_first) low = ws.template low_deltas<L - 1>();
     }
   } else {
-    ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
+    if constexpr (!fused_weights)
+      ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
     if constexpr (L > 0 && !thin_delta) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
   }
   // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
@@ -242,15 +267,20 @@ void backward_layer(const T* params, const T* x, const T* in, const T* delta, T*
                    beta, matmul_precision::fp32, stream);
   if constexpr (fused_first) {
     using first = typename Model::template layer_type<0>;
-    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs;
+    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = fused_weights ? Out : 0;
     T* partials = thrust::raw_pointer_cast(ws.first_layer_partials.data());
+    const T* params0 = params + Model::template parameter_offset<0>;
+    T* grad0 = gradient + Model::template parameter_offset<0>;
     const dim3 grid(unsigned((Out0 + 127) / 128), first_layer_slices);
-    first_layer_gradient_kernel<In0, Out0, thin_delta ? Out : 0><<<grid, 128, 0, stream>>>(
-        x, previous_slope, w, delta, static_cast<const T*>(sums), rows, partials);
+    const auto activation0 = model.template sublayer<0>().activation;
+    first_layer_gradient_kernel<decltype(activation0), In0, Out0, Out1><<<grid, 128, 0, stream>>>(
+        activation0, params0 + first::weight_offset, params0 + first::bias_offset, x, w, delta,
+        static_cast<const T*>(sums), rows, partials);
     TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
-    first_layer_sums_kernel<In0, Out0><<<elementwise_blocks(Out0 * (In0 + 1)), 256, 0, stream>>>(
-        partials, first_layer_slices, gradient + Model::template parameter_offset<0> + first::weight_offset,
-        gradient + Model::template parameter_offset<0> + first::bias_offset, accumulate);
+    first_layer_sums_kernel<In0, Out0, Out1><<<elementwise_blocks(Out0 * first_layer_partial_width<Model>), 256, 0,
+                                               stream>>>(partials, first_layer_slices, grad0 + first::weight_offset,
+                                                         grad0 + first::bias_offset, grad + layer::weight_offset,
+                                                         accumulate);
     TL_CUDA_CHECK_LAUNCH("first_layer_sums_kernel (layered backward)");
   } else if constexpr (L > 0 && thin_delta) {
     thin_input_delta_kernel<In, Out><<<elementwise_blocks(rows * In), 256, 0, stream>>>(w, delta, previous_slope,

@@ -62,16 +62,19 @@ void with_precision(matmul_precision precision, F f) {
 }
 
 // Forward of one chunk of `rows` samples. Layer l's outputs and slopes go to the
-// workspace, except the last layer's outputs when `last_out` is given (apply).
+// workspace, except the last layer's outputs when `last_out` is given (apply), and a
+// fused first layer's slopes, which its backward recomputes (fuses_first_layer).
 template <matmul_precision Precision, class Model, class T>
 void layered_forward(const Model& model, const T* params, const T* x, std::size_t rows, T* units, T* last_out,
                      bool keep_slopes, layered_workspace<Model, T>& ws, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
   [&]<std::size_t... L>(std::index_sequence<L...>) {
-    (forward_layer<Precision, L>(model, params, layer_input<Model, L>(x, units, stride), rows,
-                                 (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride),
-                                 keep_slopes ? layer_slopes<Model, L>(units, stride) : static_cast<T*>(nullptr), ws,
-                                 stream),
+    (forward_layer<Precision, L>(
+         model, params, layer_input<Model, L>(x, units, stride), rows,
+         (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride),
+         keep_slopes && !(L == 0 && fuses_first_layer<Model>) ? layer_slopes<Model, L>(units, stride)
+                                                              : static_cast<T*>(nullptr),
+         keep_slopes, ws, stream),
      ...);
   }(std::make_index_sequence<Model::depth>{});
 }
@@ -79,8 +82,8 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
 // Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
 // first layer's gradient comes with the second layer's (fuses_first_layer).
 template <matmul_precision Precision, class Model, class T>
-void layered_backward(const T* params, const T* x, std::size_t rows, T* units, layered_workspace<Model, T>& ws,
-                      bool accumulate, cudaStream_t stream) {
+void layered_backward(const Model& model, const T* params, const T* x, std::size_t rows, T* units,
+                      layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
   T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
   [&]<std::size_t... R>(std::index_sequence<R...>) {
@@ -89,7 +92,7 @@ void layered_backward(const T* params, const T* x, std::size_t rows, T* units, l
       if constexpr (L > 0 || !fuses_first_layer<Model>) {
         T* previous_slope = nullptr;
         if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
-        backward_layer<Precision, L>(params, x, layer_input<Model, L>(x, units, stride),
+        backward_layer<Precision, L>(model, params, x, layer_input<Model, L>(x, units, stride),
                                      layer_slopes<Model, L>(units, stride), previous_slope, rows, gradient, accumulate,
                                      ws, stream);
       }
@@ -119,7 +122,7 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
     TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
     if constexpr (low)
       to_bfloat16(layer_slopes<Model, last>(units, stride), rows * Out, ws.template low_deltas<last>(), stream);
-    layered_backward<Precision>(params, x + first * In, rows, units, ws, first > 0, stream);
+    layered_backward<Precision>(model, params, x + first * In, rows, units, ws, first > 0, stream);
   }
 }
 

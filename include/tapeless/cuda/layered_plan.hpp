@@ -67,18 +67,34 @@ inline constexpr std::size_t widest_hidden_input = []<std::size_t... L>(std::ind
 // outputs) run as one elementwise kernel with the work that follows them, in fp32 at
 // every precision (they are memory-bound: the GEMM's output pass is what this saves).
 inline constexpr std::size_t thin_product_terms = 4;
-// Whether the backward pass computes such a first layer's gradient in one kernel from
-// the deltas it would be given, never written (cuda/layer_products.hpp): in chains of
-// two or more layers. Its partial sums: one row per slice of a chunk's samples.
+// Whether the backward pass computes such a first layer's gradient in one kernel
+// (cuda/layer_products.hpp), in chains of two or more layers: it recomputes the first
+// layer's activations and slopes from the chunk's inputs (at most 4 multiply-adds a
+// unit), so the forward pass writes no slopes for it, and the deltas it would be given
+// are never written. When the second layer is thin too (at most 4 outputs, a neural
+// field's 2-W-1), that kernel also takes the second layer's weight gradient from the
+// recomputed activations. Its partial sums: one row per slice of a chunk's samples,
+// first_layer_partial_width values per unit of the first layer.
 template <class Model>
 inline constexpr bool fuses_first_layer =
     Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
+template <class Model>
+inline constexpr bool fuses_second_layer_weights = [] {
+  if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
+  else return false;
+}();
 inline constexpr unsigned first_layer_slices = 256;
 template <class Model>
+inline constexpr std::size_t first_layer_partial_width = [] {
+  if constexpr (fuses_second_layer_weights<Model>)
+    return Model::template layer_type<0>::inputs + 1 + Model::template layer_type<1>::outputs;
+  else return Model::template layer_type<0>::inputs + 1;
+}();
+template <class Model>
 inline constexpr std::size_t first_layer_partial_count =
-    fuses_first_layer<Model> ? std::size_t(first_layer_slices) * Model::template layer_type<0>::outputs *
-                                   (Model::template layer_type<0>::inputs + 1)
-                             : 0;
+    fuses_first_layer<Model>
+        ? std::size_t(first_layer_slices) * Model::template layer_type<0>::outputs * first_layer_partial_width<Model>
+        : 0;
 
 // How one step is cut into chunks of samples.
 template <class Model>
