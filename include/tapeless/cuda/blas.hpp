@@ -1,18 +1,28 @@
 // Matrix products through cuBLASLt, for the layer-at-a-time path (cuda/layered.hpp):
 //   C (m x n) = op(A) op(B) + beta C,   column-major, as BLAS writes them
-// cuBLASLt picks its kernel per shape from heuristics; that choice, the descriptors
-// and the matrix layouts are kept per shape (and per pointer alignment, which the
-// heuristics must be told), so a step's products are planned once and later calls
-// only launch — inside a captured graph too (the workspace is ours: cuBLASLt
-// allocates nothing while capturing). Scalars are host values, read at launch.
+// cuBLASLt's heuristics propose kernels per shape; the first product of a shape (and
+// pointer alignment, which the heuristics must be told) times up to blas_candidates
+// of them on its own operands and keeps the fastest, as XLA's autotuner does: the
+// heuristics' first choice measured up to ~X% slower (docs/performance.md). The
+// choice, the descriptors and the matrix layouts are kept, so later calls only launch
+// — inside a captured graph too (the workspace is ours: cuBLASLt allocates nothing
+// while capturing). A product first seen during a capture takes the heuristics' first
+// choice (nothing can be timed there). Scalars are host values, read at launch.
+// TAPELESS_BLAS_TUNING=0 in the environment skips the timing: the heuristics' first
+// choice everywhere, the same kernels (and so the same rounding) in every run; with
+// timing, near-equal kernels may be chosen differently from one process to the next.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <thrust/device_vector.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -50,6 +60,44 @@ inline std::uint32_t alignment_of(const void* p) {
   return align;
 }
 
+// How many of cuBLASLt's proposals a new product times, and from what size: a product
+// estimated under ~5 µs on an H200 (at 50 TFLOP/s and 3 TB/s, whichever is slower) is
+// bound by its launch, whatever the kernel. The bytes count matters for the thin
+// products, such as the bias gradient (deltas times a column of ones).
+inline constexpr int blas_candidates = 8;
+inline double blas_estimated_seconds(const blas_shape& s, std::size_t operand_bytes, std::size_t result_bytes) {
+  const double m = double(s.m), n = double(s.n), k = double(s.k);
+  const double bytes = (m * k + k * n) * double(operand_bytes) + m * n * double(result_bytes);
+  return std::max(2 * m * n * k / 50e12, bytes / 3e12);
+}
+inline constexpr double blas_tuning_min_seconds = 5e-6;
+// TAPELESS_BLAS_TUNING=0: no timing, read once.
+inline bool blas_tuning_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("TAPELESS_BLAS_TUNING");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+}
+
+// Two CUDA events, destroyed with their owner: tune()'s stopwatch.
+struct event_pair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  event_pair() {
+    TL_CUDA_CHECK(cudaEventCreate(&start));
+    if (cudaEventCreate(&stop) != cudaSuccess) {
+      cudaEventDestroy(start);
+      throw cuda_error(cudaErrorUnknown, "tapeless: cudaEventCreate failed while timing cuBLASLt's kernels");
+    }
+  }
+  event_pair(const event_pair&) = delete;
+  event_pair& operator=(const event_pair&) = delete;
+  ~event_pair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+};
+
 class blas_products {
  public:
   // cuBLASLt's recommended workspace on Hopper.
@@ -74,7 +122,8 @@ class blas_products {
                 alignment_of(c)};
     auto found = plans_.find(k);
     if (found == plans_.end()) found = plans_.emplace(k, make_plan<A, C>(s, precision, k)).first;
-    const plan& p = found->second;
+    plan& p = found->second;
+    if (!p.tuned) tune<A, C>(p, s, a, b, stream);
     const C alpha = C(1);
     TL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                    thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream));
@@ -104,6 +153,9 @@ class blas_products {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t candidates[blas_candidates] = {};  // the heuristics' proposals, best first
+    int candidate_count = 0;
+    bool tuned = false;  // algo chosen by timing them, or for good
     void destroy() {
       if (desc) cublasLtMatmulDescDestroy(desc);
       if (a) cublasLtMatrixLayoutDestroy(a);
@@ -150,22 +202,57 @@ class blas_products {
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align[1], 4);
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align[2], 4);
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align[2], 4);
-      cublasLtMatmulHeuristicResult_t result{};
+      cublasLtMatmulHeuristicResult_t results[blas_candidates] = {};
       int found = 0;
-      const cublasStatus_t status =
-          cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found);
+      const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference,
+                                                                   blas_candidates, results, &found);
       cublasLtMatmulPreferenceDestroy(preference);
       TL_CUBLAS_CHECK(status);
       if (found == 0)
         throw cuda_error(cudaErrorNotSupported, "tapeless: cuBLASLt has no kernel for a " + std::to_string(s.m) + " x " +
                                                     std::to_string(s.n) + " x " + std::to_string(s.k) +
                                                     " product at this precision; try matmul_precision::fp32");
-      p.algo = result.algo;
+      p.algo = results[0].algo;
+      for (int i = 0; i < found; ++i)
+        if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates[p.candidate_count++] = results[i].algo;
+      p.tuned = p.candidate_count < 2 || !blas_tuning_enabled() ||
+                blas_estimated_seconds(s, sizeof(A), sizeof(C)) < blas_tuning_min_seconds;
     } catch (...) {
       p.destroy();
       throw;
     }
     return p;
+  }
+
+  // Times each candidate on the product's own operands (3 launches after one to warm
+  // up, into a scratch C with beta = 0) and keeps the fastest. Not while `stream` is
+  // being captured: the plan stays untuned until a call outside a capture.
+  template <class A, class C>
+  void tune(plan& p, const blas_shape& s, const A* a, const A* b, cudaStream_t stream) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return;
+    thrust::device_vector<C> scratch(s.ldc * s.n);
+    const event_pair e;
+    const C alpha = C(1), beta = C(0);
+    C* c = thrust::raw_pointer_cast(scratch.data());
+    float best = std::numeric_limits<float>::infinity();
+    for (int i = 0; i < p.candidate_count; ++i) {
+      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
+      const auto launch = [&] {
+        return cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo,
+                              thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream);
+      };
+      if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a proposal that cannot run here
+      TL_CUDA_CHECK(cudaEventRecord(e.start, stream));
+      for (int r = 0; r < 3; ++r) TL_CUBLAS_CHECK(launch());
+      TL_CUDA_CHECK(cudaEventRecord(e.stop, stream));
+      TL_CUDA_CHECK(cudaEventSynchronize(e.stop));
+      float ms = 0;
+      TL_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
+      if (ms < best) best = ms, p.algo = algo;
+    }
+    p.tuned = true;
   }
 
   cublasLtHandle_t handle_ = nullptr;

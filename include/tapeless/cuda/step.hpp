@@ -263,4 +263,20 @@ void enqueue_gradient(const Model& model, const Loss& loss, const T* params, con
   }
 }
 
+// fit() captures its steps in a graph, inside which cuBLASLt's candidate kernels
+// cannot be timed (cuda/blas.hpp): one gradient computation on `stream` before the
+// capture plans and times every product of the step. What it writes (the gradient
+// sums, the per-sample losses) is scratch that the captured steps overwrite.
+template <model Model, class Loss, class T>
+void plan_products(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
+                   const basic_device_matrix<T>& y, bool layered, layered_workspace_for<Model, T>& workspace,
+                   matmul_precision precision, cudaStream_t stream) {
+  if constexpr (layered_available<Model>) {
+    if (!layered || !gpu::blas_tuning_enabled()) return;
+    gpu::layered_partial_sums(model, loss, params, x.data(), y.data(), x.batch(), workspace, precision, nullptr,
+                              stream);
+    TL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+}
+
 }  // namespace tl::detail

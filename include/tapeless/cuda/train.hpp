@@ -200,6 +200,9 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
         detail::addresses_of(s.params, s.optimizer_state, s.loss, s.partials, s.history, s.failed, s.step_counter) +
             s.layered.addresses()};
     if (!s.graph.holds(key)) {
+      detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
+                            detail::takes_layered_path<Model, T>(s.regime, s.precision), s.layered, s.precision,
+                            s.graph.stream());
       s.graph.capture(key, [&](cudaStream_t stream) {
         for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
       });
