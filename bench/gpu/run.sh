@@ -4,7 +4,7 @@
 # a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
 # fit and the curve fit against PyTorch and JAX in the same run, run the A/Bs of CUB
 # against the hand-written reductions (block and column sums; the general kernel's
-# block sums in place), and print a table last.
+# block sums in place) and of cuBLASLt's timed kernel choice, and print a table last.
 #   bash bench/gpu/run.sh [all|test|bench]   (logs under $OUT when set, else build-gpu/)
 # `test` builds, tests and sanitizes; `bench` times (on an existing build-gpu/); `all`
 # does both.
@@ -43,7 +43,7 @@ if [ "$stage" != bench ]; then
   # tiled and general paths, the non-finite checks, expression models and least squares.
   filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSizedBatch'
   filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLeastSquares.*'
-  filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu'
+  filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu:Layered.Thin*'
   sanitizers=""
   for tool in memcheck racecheck initcheck synccheck; do
     code=0
@@ -64,6 +64,12 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
+  # The A/B of cuBLASLt's kernel choice (cuda/blas.hpp): the same models with the
+  # heuristics' first choice only, run right after; per model, untuned / tuned.
+  TAPELESS_BLAS_TUNING=0 build-gpu/bench/layered_fit_gpu 5 >"$logs/layered_untuned.log"
+  echo "cuBLASLt kernels timed (tuned) against the heuristics' first choice (untuned), µs/step:"
+  awk 'NR == FNR {untuned[$1] = $2; next} ($1 in untuned) {printf "  %-44s tuned %9.1f  untuned %9.1f  %.3fx\n", $1, $2, untuned[$1], untuned[$1] / $2}' \
+    "$logs/layered_untuned.log" "$logs/layered.log"
   # The microbenchmarks' tables go to their logs (a plain number of seconds: Google
   # Benchmark 1.7 rejects "0.1s", 1.8 takes both).
   if [ "$micro" = 1 ]; then

@@ -58,7 +58,10 @@ else
   fi
 fi
 out=${OUT:-$builddir/grid-$device}; mkdir -p "$out"
-echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null) $(nproc) cores: bash bench/grid/run.sh $device" \
+# The source revision: SOURCE_REV when given (a copy of a working tree, as on a lent
+# machine, may carry a stale .git), else git's HEAD, marked when the tree has changes.
+rev=${SOURCE_REV:-$(git describe --always --dirty 2>/dev/null)}
+echo "# $(date -u +%FT%TZ) $rev $(nproc) cores: bash bench/grid/run.sh $device" \
      "--widths $widths --depths $depths --batches $batches --acts $acts --reps $reps --target-ms $target_ms" \
      "--max-step-s $max_step_s --peers $peers --budget $budget" | tee "$out/command.txt"
 
