@@ -19,8 +19,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "tapeless/nn/chain.hpp"
-#include "tapeless/nn/dense.hpp"
+#include "tapeless/nn/dense_chain.hpp"
 
 namespace tl {
 
@@ -39,19 +38,12 @@ inline constexpr std::size_t blocked_min_width = 32;
 // 24, while 2-16-1 (no such product) and width 8 stay faster in lanes.
 inline constexpr std::size_t blocked_min_width_deep = 16;
 
-template <class Layer>
-struct is_dense_layer : std::false_type {};
-template <std::size_t In, std::size_t Out, class Activation>
-struct is_dense_layer<dense_layer<In, Out, Activation>> : std::true_type {};
-
+// The blocked pass can run the model: a chain of two or more dense layers.
 template <class Model>
-struct is_dense_chain : std::false_type {};
-template <class... Layers>
-struct is_dense_chain<chain<Layers...>> : std::bool_constant<(sizeof...(Layers) >= 2 && (is_dense_layer<Layers>::value && ...))> {};
-
-// The blocked pass can run the model: a chain of dense layers.
-template <class Model>
-inline constexpr bool blocked_pass_runs = is_dense_chain<std::remove_cv_t<Model>>::value;
+inline constexpr bool blocked_pass_runs = [] {
+  if constexpr (is_dense_chain<std::remove_cv_t<Model>>::value) return std::remove_cv_t<Model>::depth >= 2;
+  else return false;
+}();
 
 template <class Model>
 constexpr bool hidden_layers_wide() {

@@ -17,7 +17,8 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
-#include "tapeless/cuda/tile_layout.hpp"  // is_dense_chain
+#include "tapeless/cuda/tile_layout.hpp"
+#include "tapeless/nn/dense_chain.hpp"
 
 namespace tl {
 // Which GPU kernels train a model (docs/design.md, "GPU paths"). automatic: the fused

@@ -8,8 +8,7 @@
 #include <utility>
 
 #include "tapeless/cuda/kernels.hpp"
-#include "tapeless/nn/chain.hpp"
-#include "tapeless/nn/dense.hpp"
+#include "tapeless/nn/dense_chain.hpp"
 
 namespace tl {
 // How dense layers' products are multiplied on the GPU: fp32 FMAs (the default, as
@@ -22,13 +21,8 @@ enum class matmul_precision { fp32, tf32, bf16 };
 
 namespace tl::detail::gpu {
 
-// The tiled kernels are a fast path for chains of dense layers, in float: they read
-// a layer's W[o][i] and b[o] through dense's own offsets (nn/dense.hpp), and every
-// other model takes the per-thread path.
-template <class Layer> struct is_dense : std::false_type {};
-template <std::size_t In, std::size_t Out, class A> struct is_dense<dense_layer<In, Out, A>> : std::true_type {};
-template <class Model> struct is_dense_chain : std::false_type {};
-template <class... L> struct is_dense_chain<chain<L...>> : std::bool_constant<(is_dense<L>::value && ...)> {};
+// The tiled kernels are a fast path for chains of dense layers (nn/dense_chain.hpp), in
+// float; every other model takes the per-thread path.
 template <class Model, class T>
 inline constexpr bool tiled_supports = std::is_same_v<T, float> && is_dense_chain<Model>::value;
 
