@@ -5,17 +5,30 @@
 // fit of the same length; one line per cell.
 //   build-gpu/bench/grid_gpu_w64 [--depths 2,4,8] [--batches 1e3,1e6] [--acts tanh] [--reps 5] ...
 // (bash bench/grid/run.sh gpu builds and runs them with the peers.)
+// GRID_REGIME=layered (or fused) forces that path (tl::gpu_regime) on every cell, for
+// an A/B of the automatic choice; the header line names it.
+#include <cstdlib>
+#include <cstring>
+
 #include "tapeless/cuda.hpp"
 
 #include "grid.hpp"
 
 namespace {
 
+tl::gpu_regime forced_regime() {
+  const char* env = std::getenv("GRID_REGIME");
+  if (env && std::strcmp(env, "layered") == 0) return tl::gpu_regime::layered;
+  if (env && std::strcmp(env, "fused") == 0) return tl::gpu_regime::fused;
+  return tl::gpu_regime::automatic;
+}
+
 template <class Model>
 grid::measurement time_cells(const Model& model, const tl::device_matrix& x, const tl::device_matrix& y,
                              const grid::options& o) {
   tl::rng gen(42);
   tl::cuda_train_state state(model, tl::init(model, gen), tl::adam{1e-3});
+  state.regime = forced_regime();
   // Two probe fits of 2 steps (the first captures a graph of that length), then a
   // warm-up fit of the timed length, which captures the graph the timed fits replay.
   tl::fit(state, tl::mse, x, y, 2);
@@ -57,7 +70,9 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
-  std::printf("# tapeless grid, GPU %s, width %zu: %s\n", prop.name, grid::width, o.command.c_str());
+  const char* regimes[] = {"automatic", "fused", "layered"};
+  std::printf("# tapeless grid, GPU %s, width %zu, %s path: %s\n", prop.name, grid::width,
+              regimes[int(forced_regime())], o.command.c_str());
   grid::for_each_depth([&](auto depth) {
     run_model<depth()>(o, "tanh", tl::tanh);
     run_model<depth()>(o, "gelu", tl::gelu);
