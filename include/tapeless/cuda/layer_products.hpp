@@ -1,14 +1,15 @@
 // One dense layer's products on the layer-at-a-time path, in column-major BLAS terms
 // with a chunk's samples as columns (a layer's rows in the workspace are its samples):
 //   forward       Z (Out x rows) = W^T X, then A = act(Z + b), slope = act'(Z + b)
-//   weight grad   dW (In x Out) += X delta^T,  db (Out) += delta ones
-//   input delta   delta_prev (In x rows) = (W delta) * slope_prev
+//   weight grad   dW (In x Out) += X delta^T
+//   input delta   delta_prev (In x rows) = (W delta) * slope_prev, db_prev += its row sums
 // W is the layer's row-major Out x In weight block, i.e. a column-major In x Out matrix.
 // The products are cuBLASLt's (cuda/blas.hpp), each followed by one elementwise kernel
-// for the bias, the activation or the slope; products of at most 4 terms are that
-// elementwise kernel alone (thin_product_terms). (cuBLASLt's epilogues know GELU and ReLU
-// only; tapeless's own tiled GEMM with all of it fused into its epilogues measured
-// 1.5-1.8x slower in fp32 and 2-8x in TF32, docs/performance.md, and was removed.)
+// for the bias, the activation or the slope (cuda/delta_kernels.hpp: the input delta and
+// the bias gradient); products of at most 4 terms are that kernel alone
+// (thin_product_terms). (cuBLASLt's epilogues know GELU and ReLU only; tapeless's own
+// tiled GEMM with all of it fused into its epilogues measured 1.5-1.8x slower in fp32
+// and 2-8x in TF32, docs/performance.md, and was removed.)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +18,7 @@
 #include <type_traits>
 
 #include "tapeless/cuda/blas.hpp"
+#include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 
 namespace tl::detail::gpu {
@@ -33,16 +35,6 @@ __device__ inline void write_activation(const Activation& activation, T z, std::
   if (slope) slope[i] = d;
   if (low) low[i] = __float2bfloat16(float(a));
 }
-// What the input-delta kernels write for unit i of the layer before from its sum over
-// the next layer's deltas: delta = slope * sum, in place of the slope, and its bfloat16
-// copy for bf16 products.
-template <class T>
-__device__ inline void write_delta(T sum, std::size_t i, T* slope, __nv_bfloat16* low) {
-  const T delta = slope[i] * sum;
-  slope[i] = delta;
-  if (low) low[i] = __float2bfloat16(float(delta));
-}
-
 // After a forward product: the bias and the activation. Width is the layer's outputs, a
 // constant, so a sample's unit is a cheap remainder.
 template <class Activation, std::size_t Width, class T>
@@ -51,13 +43,6 @@ __global__ void bias_activation_kernel(Activation activation, const T* bias, T* 
   for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
        i += std::size_t(gridDim.x) * blockDim.x)
     write_activation(activation, out[i] + bias[i % Width], i, out, slope, low);
-}
-// After an input-delta product: its sums times the slopes.
-template <class T>
-__global__ void scale_by_kernel(T* slope, const T* sums, std::size_t count, __nv_bfloat16* low) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x)
-    write_delta(sums[i], i, slope, low);
 }
 template <class T>
 __global__ void to_bfloat16_kernel(const T* values, std::size_t count, __nv_bfloat16* low) {
@@ -94,21 +79,6 @@ __global__ void thin_forward_kernel(Activation activation, const T* w, const T* 
     write_activation(activation, z, i, out, slope, low);
   }
 }
-// Input delta through a layer with at most thin_product_terms outputs, scaled by the
-// previous layer's slopes in place: delta_prev = (W^T delta) * slope_prev.
-template <std::size_t In, std::size_t Out, class T>
-__global__ void thin_input_delta_kernel(const T* w, const T* delta, T* previous_slope, std::size_t count,
-                                        __nv_bfloat16* low) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    const std::size_t s = i / In, k = i % In;
-    T sum = T(0);
-#pragma unroll
-    for (std::size_t o = 0; o < Out; ++o) sum += w[o * In + k] * delta[s * Out + o];
-    write_delta(sum, i, previous_slope, low);
-  }
-}
-
 // A first layer of at most thin_product_terms inputs gets its gradient from its inputs
 // and the second layer's deltas alone (fuses_first_layer): per sample, each unit's
 // pre-activation z0 = W0 x + b0 is recomputed (In0 multiply-adds: cheaper than
@@ -243,7 +213,7 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
   const T* ones = thrust::raw_pointer_cast(ws.ones.data());
   const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
   T* sums = thrust::raw_pointer_cast(ws.products.data());
-  constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in one elementwise kernel
+  constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in input_delta_kernel alone
   constexpr bool fused_first = L == 1 && fuses_first_layer<Model>;
   constexpr bool fused_weights = L == 1 && fuses_second_layer_weights<Model>;  // in the first layer's kernel
   __nv_bfloat16* low = nullptr;
@@ -262,9 +232,11 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
       ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
     if constexpr (L > 0 && !thin_delta) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
   }
-  // The bias gradient (deltas times ones) in fp32 at any precision: a sum, not a product.
-  ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
-                   beta, matmul_precision::fp32, stream);
+  // The last layer's bias gradient (deltas times ones) in fp32 at any precision: a sum,
+  // not a product. Every other layer's comes from the kernel that writes its deltas.
+  if constexpr (L + 1 == Model::depth)
+    ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
+                     beta, matmul_precision::fp32, stream);
   if constexpr (fused_first) {
     using first = typename Model::template layer_type<0>;
     constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = fused_weights ? Out : 0;
@@ -282,14 +254,14 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
                                                          grad0 + first::bias_offset, grad + layer::weight_offset,
                                                          accumulate);
     TL_CUDA_CHECK_LAUNCH("first_layer_sums_kernel (layered backward)");
-  } else if constexpr (L > 0 && thin_delta) {
-    thin_input_delta_kernel<In, Out><<<elementwise_blocks(rows * In), 256, 0, stream>>>(w, delta, previous_slope,
-                                                                                         rows * In, low);
-    TL_CUDA_CHECK_LAUNCH("thin_input_delta_kernel (layered input delta)");
   } else if constexpr (L > 0) {
-    scale_by_kernel<<<elementwise_blocks(rows * In), 256, 0, stream>>>(previous_slope, static_cast<const T*>(sums),
-                                                                        rows * In, low);
-    TL_CUDA_CHECK_LAUNCH("scale_by_kernel (layered input delta)");
+    // The deltas of layer L - 1 and its bias gradient's partial sums.
+    T* partials = thrust::raw_pointer_cast(ws.bias_partials.data()) + bias_partial_offset<Model, L - 1>;
+    const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(delta_slices(rows, In)));
+    const dim3 block(delta_block_columns, delta_block_rows);
+    input_delta_kernel<In, thin_delta ? Out : 0><<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums),
+                                                                            previous_slope, rows, low, partials);
+    TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered backward)");
   }
 }
 

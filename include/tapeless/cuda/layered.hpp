@@ -3,9 +3,10 @@
 // double. The batch goes through in chunks; for each chunk
 //   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
-//   backward     dW_l, db_l += delta_l^T [A_{l-1}, 1]                          one GEMM a layer
+//   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
-// through cuBLASLt (cuda/layer_products.hpp).
+//                db_{l-1} += delta_{l-1}^T 1, summed as delta_{l-1} is written   (no pass of its own)
+// through cuBLASLt (cuda/layer_products.hpp) and cuda/delta_kernels.hpp.
 // Activations and deltas live in global memory, one chunk at a time (`chunk_bytes`:
 // fewer, larger chunks measured faster on the H200 than L2-sized ones, whose extra
 // launches cost more than the HBM traffic they save; docs/performance.md). Each chunk
@@ -22,6 +23,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
@@ -79,8 +81,33 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
   }(std::make_index_sequence<Model::depth>{});
 }
 
+// The bias gradients the input-delta kernels left as partial sums (bias_from_delta_sums),
+// every layer's in one launch.
+template <class Model, class T>
+void add_bias_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradient, bool accumulate,
+                   cudaStream_t stream) {
+  bias_sums_table<Model::depth> table;
+  [&]<std::size_t... L>(std::index_sequence<L...>) {
+    ([&] {
+      if constexpr (bias_from_delta_sums<Model, L>) {
+        using layer = typename Model::template layer_type<L>;
+        const std::size_t i = table.layers++;
+        table.width[i] = layer::outputs;
+        table.gradient_offset[i] = Model::template parameter_offset<L> + layer::bias_offset;
+        table.partial_offset[i] = bias_partial_offset<Model, L>;
+        table.slices[i] = unsigned(delta_slices(rows, layer::outputs));
+        table.units += layer::outputs;
+      }
+    }(), ...);
+  }(std::make_index_sequence<Model::depth>{});
+  bias_sums_kernel<<<unsigned((table.units + 7) / 8), 256, 0, stream>>>(
+      table, static_cast<const T*>(thrust::raw_pointer_cast(ws.bias_partials.data())), gradient, accumulate);
+  TL_CUDA_CHECK_LAUNCH("bias_sums_kernel (layered backward)");
+}
+
 // Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
-// first layer's gradient comes with the second layer's (fuses_first_layer).
+// first layer's gradient comes with the second layer's (fuses_first_layer), the other
+// layers' bias gradients from add_bias_sums.
 template <matmul_precision Precision, class Model, class T>
 void layered_backward(const Model& model, const T* params, const T* x, std::size_t rows, T* units,
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
@@ -98,6 +125,7 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
       }
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
+  if constexpr (bias_partial_count<Model> > 0) add_bias_sums(ws, rows, gradient, accumulate, stream);
 }
 
 // Every chunk forward, loss and backward, at one precision.

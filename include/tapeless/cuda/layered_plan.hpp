@@ -97,6 +97,36 @@ inline constexpr std::size_t first_layer_partial_count =
         ? std::size_t(first_layer_slices) * Model::template layer_type<0>::outputs * first_layer_partial_width<Model>
         : 0;
 
+// The input-delta kernels (cuda/delta_kernels.hpp) write the deltas of the layer before
+// and add up each of their columns on the way: that layer's bias gradient, in place of a
+// product with a column of ones that read the deltas again. Blocks of 32 columns x 8
+// rows of threads; a chunk is cut into slices of samples (at least delta_slice_rows
+// each, at most delta_slice_limit of them: about 1024 blocks a layer), one partial row
+// per slice, added in a fixed order by bias_sums_kernel, one warp a unit.
+inline constexpr unsigned delta_block_columns = 32, delta_block_rows = 8, delta_slice_rows = 32;
+constexpr std::size_t delta_column_blocks(std::size_t width) {
+  return (width + delta_block_columns - 1) / delta_block_columns;
+}
+constexpr std::size_t delta_slice_limit(std::size_t width) {
+  return std::max<std::size_t>(1, 1024 / delta_column_blocks(width));
+}
+inline std::size_t delta_slices(std::size_t rows, std::size_t width) {
+  return std::clamp<std::size_t>((rows + delta_slice_rows - 1) / delta_slice_rows, 1, delta_slice_limit(width));
+}
+// Which layers get their bias gradient so: all but the last (its deltas come from the
+// loss) and a fused first layer (its own kernel adds it).
+template <class Model, std::size_t L>
+inline constexpr bool bias_from_delta_sums = L + 1 < Model::depth && !(L == 0 && fuses_first_layer<Model>);
+template <class Model, std::size_t L>
+inline constexpr std::size_t bias_partial_offset = []<std::size_t... I>(std::index_sequence<I...>) {
+  return (std::size_t(0) + ... +
+          (bias_from_delta_sums<Model, I>
+               ? delta_slice_limit(Model::template layer_type<I>::outputs) * Model::template layer_type<I>::outputs
+               : 0));
+}(std::make_index_sequence<L>{});
+template <class Model>
+inline constexpr std::size_t bias_partial_count = bias_partial_offset<Model, Model::depth>;
+
 // How one step is cut into chunks of samples.
 template <class Model>
 struct layered_plan {
@@ -138,11 +168,12 @@ struct layered_workspace {
   thrust::device_vector<T> units;          // a chunk's outputs, then its slopes / deltas
   thrust::device_vector<T> gradient;       // the step's sums, every layer's in place
   thrust::device_vector<T> first_layer_partials;  // per slice of samples (fuses_first_layer)
+  thrust::device_vector<T> bias_partials;         // per slice and layer (bias_from_delta_sums)
   thrust::device_vector<T> sample_losses;  // one per sample of the batch
   thrust::device_vector<T> loss_and_flag = thrust::device_vector<T>(2);
   thrust::device_vector<unsigned char> reduce_storage;  // cub::DeviceReduce's
-  // cuBLASLt's: its plans, a column of ones (the bias gradient is delta times ones)
-  // and the input-delta products before they are scaled by the slopes.
+  // cuBLASLt's: its plans, a column of ones (the last layer's bias gradient is its
+  // deltas times ones) and the input-delta products before they are scaled by the slopes.
   blas_products blas;
   thrust::device_vector<T> ones, products;
   // bfloat16 copies of the products' operands, for matmul_precision::bf16: the
@@ -190,7 +221,8 @@ struct layered_workspace {
         sizeof(T) * (grow(want_units, units.size()) + grow(training ? Model::parameter_count : 0, gradient.size()) +
                      grow(training ? batch : 0, sample_losses.size()) + grow(want_ones, ones.size()) +
                      grow(want_products, products.size()) +
-                     grow(training ? first_layer_partial_count<Model> : 0, first_layer_partials.size())) +
+                     grow(training ? first_layer_partial_count<Model> : 0, first_layer_partials.size()) +
+                     grow(training ? bias_partial_count<Model> : 0, bias_partials.size())) +
         sizeof(__nv_bfloat16) * grow(want_low, low.size()) + grow(storage, reduce_storage.size()) +
         (blas.ready() ? 0 : blas_products::workspace_bytes);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
@@ -199,6 +231,7 @@ struct layered_workspace {
     if (training) {
       gradient.resize(Model::parameter_count);
       first_layer_partials.resize(first_layer_partial_count<Model>);
+      bias_partials.resize(bias_partial_count<Model>);
       sample_losses.resize(std::max(sample_losses.size(), batch));
       reduce_storage.resize(std::max(reduce_storage.size(), storage));
     }
@@ -214,8 +247,8 @@ struct layered_workspace {
 
   // What a captured graph of steps bakes in (cuda/graph_cache.hpp).
   std::string addresses() const {
-    return addresses_of(units, gradient, first_layer_partials, sample_losses, loss_and_flag, reduce_storage, ones,
-                        products, low, blas.workspace());
+    return addresses_of(units, gradient, first_layer_partials, bias_partials, sample_losses, loss_and_flag,
+                        reduce_storage, ones, products, low, blas.workspace());
   }
 
   layered_partials<T> view() const {

@@ -1,0 +1,102 @@
+// The layered path's input-delta kernels: the deltas of layer L - 1 from layer L's,
+//   delta_{L-1} = act'(Z_{L-1}) * (W_L^T delta_L),
+// written in place of layer L - 1's slopes, with the column sums of what they write,
+// layer L - 1's bias gradient, taken on the way (layered_plan.hpp, "delta_slices").
+// The product W_L^T delta_L is cuBLASLt's (`sums`) or, for a layer of at most
+// thin_product_terms outputs, made here from W_L and delta_L.
+#pragma once
+
+#include <cub/warp/warp_reduce.cuh>
+#include <cuda_bf16.h>
+
+#include <cstddef>
+
+#include "tapeless/cuda/layered_plan.hpp"
+
+namespace tl::detail::gpu {
+
+// What the input-delta kernels write for unit i of the layer before from its sum over
+// the next layer's deltas: delta = slope * sum, in place of the slope, and its bfloat16
+// copy for bf16 products. Returns the delta.
+template <class T>
+__device__ inline T write_delta(T sum, std::size_t i, T* slope, __nv_bfloat16* low) {
+  const T delta = slope[i] * sum;
+  slope[i] = delta;
+  if (low) low[i] = __float2bfloat16(float(delta));
+  return delta;
+}
+
+// One block: 32 units (threadIdx.x; a warp reads 32 neighbouring values of a sample)
+// by 8 rows of samples (threadIdx.y) over one slice of the chunk (blockIdx.y). Out > 0:
+// the sum over the next layer's Out deltas is made here from W (Out x In, row-major);
+// Out = 0: it is `sums` (rows x In). Each block's column sums go to its slice's row of
+// `partials` (In values).
+template <std::size_t In, std::size_t Out, class T>
+__global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
+    input_delta_kernel(const T* w, const T* delta, const T* sums, T* previous_slope, std::size_t rows,
+                       __nv_bfloat16* low, T* partials) {
+  const std::size_t k = blockIdx.x * std::size_t(delta_block_columns) + threadIdx.x;
+  const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
+                    last = first + per < rows ? first + per : rows;
+  T column = T(0);
+  if (k < In) {
+    T wk[Out > 0 ? Out : 1];  // this unit's column of W
+    if constexpr (Out > 0) {
+#pragma unroll
+      for (std::size_t o = 0; o < Out; ++o) wk[o] = w[o * In + k];
+    }
+    for (std::size_t s = first + threadIdx.y; s < last; s += delta_block_rows) {
+      T sum;
+      if constexpr (Out > 0) {
+        sum = T(0);
+#pragma unroll
+        for (std::size_t o = 0; o < Out; ++o) sum += wk[o] * delta[s * Out + o];
+      } else {
+        sum = sums[s * In + k];
+      }
+      column += write_delta(sum, s * In + k, previous_slope, low);
+    }
+  }
+  __shared__ T block_sums[delta_block_rows][delta_block_columns];
+  block_sums[threadIdx.y][threadIdx.x] = column;
+  __syncthreads();
+  if (threadIdx.y == 0 && k < In) {
+    T total = T(0);
+#pragma unroll
+    for (unsigned r = 0; r < delta_block_rows; ++r) total += block_sums[r][threadIdx.x];
+    partials[blockIdx.y * In + k] = total;
+  }
+}
+
+// Where bias_sums_kernel finds and puts each layer's sums (a plain aggregate: device
+// code sees no Hana): `layers` entries of at most `Capacity`.
+template <std::size_t Capacity>
+struct bias_sums_table {
+  std::size_t layers = 0, units = 0;  // units: the widths' total
+  std::size_t width[Capacity], gradient_offset[Capacity], partial_offset[Capacity];
+  unsigned slices[Capacity];
+};
+
+// One warp a bias unit: its lanes add the slices' partial sums in a fixed order, then
+// cub::WarpReduce adds the lanes (deterministic: the same shuffles every time); the
+// total goes to the gradient, added to it when `accumulate` (a later chunk).
+template <std::size_t Capacity, class T>
+__global__ void bias_sums_kernel(bias_sums_table<Capacity> table, const T* partials, T* gradient, bool accumulate) {
+  using warp_reduce = cub::WarpReduce<T>;
+  __shared__ typename warp_reduce::TempStorage storage[8];
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (std::size_t unit = blockIdx.x * std::size_t(8) + warp; unit < table.units; unit += std::size_t(gridDim.x) * 8) {
+    std::size_t layer = 0, j = unit;
+    while (j >= table.width[layer]) j -= table.width[layer++];
+    const T* column = partials + table.partial_offset[layer] + j;
+    T sum = T(0);
+    for (unsigned b = lane; b < table.slices[layer]; b += 32) sum += column[b * table.width[layer]];
+    sum = warp_reduce(storage[warp]).Sum(sum);
+    if (lane == 0) {
+      T& g = gradient[table.gradient_offset[layer] + j];
+      g = accumulate ? g + sum : sum;
+    }
+  }
+}
+
+}  // namespace tl::detail::gpu
