@@ -1,16 +1,15 @@
 // Matrix products through cuBLASLt, for the layer-at-a-time path (cuda/layered.hpp):
 //   C (m x n) = op(A) op(B) + beta C,   column-major, as BLAS writes them
-// cuBLASLt's heuristics propose kernels per shape; the first product of a shape (and
-// pointer alignment, which the heuristics must be told) times up to blas_candidates
-// of them on its own operands and keeps the fastest, as XLA's autotuner does: the
-// heuristics' first choice measured up to ~X% slower (docs/performance.md). The
+// cuBLASLt's heuristics propose kernels per shape; the first proposal is taken, and the
 // choice, the descriptors and the matrix layouts are kept, so later calls only launch
 // — inside a captured graph too (the workspace is ours: cuBLASLt allocates nothing
-// while capturing). A product first seen during a capture takes the heuristics' first
-// choice (nothing can be timed there). Scalars are host values, read at launch.
-// TAPELESS_BLAS_TUNING=0 in the environment skips the timing: the heuristics' first
-// choice everywhere, the same kernels (and so the same rounding) in every run; with
-// timing, near-equal kernels may be chosen differently from one process to the next.
+// while capturing). Scalars are host values, read at launch.
+// TAPELESS_BLAS_TUNING=1 in the environment times up to blas_candidates proposals on
+// a product's first call (on its own operands; not inside a capture, where nothing can
+// be timed) and keeps the fastest, as XLA's autotuner does. It is off by default: on
+// the H200 it changed whole steps by 0.94-1.07x (median 1.00x, 21 models of
+// bench/layered_fit_gpu.cu, docs/performance.md 2026-12-04), and without it the same
+// kernels, so the same rounding, run in every process.
 #pragma once
 
 #include <cublasLt.h>
@@ -71,11 +70,11 @@ inline double blas_estimated_seconds(const blas_shape& s, std::size_t operand_by
   return std::max(2 * m * n * k / 50e12, bytes / 3e12);
 }
 inline constexpr double blas_tuning_min_seconds = 5e-6;
-// TAPELESS_BLAS_TUNING=0: no timing, read once.
+// TAPELESS_BLAS_TUNING=1: time the proposals; read once.
 inline bool blas_tuning_enabled() {
   static const bool enabled = [] {
     const char* env = std::getenv("TAPELESS_BLAS_TUNING");
-    return !(env && std::strcmp(env, "0") == 0);
+    return env && std::strcmp(env, "1") == 0;
   }();
   return enabled;
 }
