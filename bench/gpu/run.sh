@@ -43,13 +43,20 @@ if [ "$stage" != bench ]; then
   # tiled and general paths, the non-finite checks, expression models and least squares.
   filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSizedBatch'
   filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLeastSquares.*'
-  filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu:Layered.Thin*'
+  filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu:Layered.Thin*:Layered.LowPrecisionWithThin*'
+  # racecheck leaves out the TF32/bf16 test: it reports shared-memory hazards inside
+  # cuBLASLt's own Hopper kernels there (nvjet_*, split-K; CUDA 13.0, 2026-12-04), none in
+  # tapeless's kernels of that test, and excluding those kernels by name made the
+  # sanitizer itself fail. The other three tools run it.
+  filter_c_race="${filter_c%:Layered.LowPrecisionWithThin*}"
   sanitizers=""
   for tool in memcheck racecheck initcheck synccheck; do
     code=0
-    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu "$filter_a" >"$logs/$tool.log" 2>&1 || code=$?
-    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu_layers "$filter_b" >>"$logs/$tool.log" 2>&1 || code=$?
-    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/test_gpu_layered "$filter_c" >>"$logs/$tool.log" 2>&1 || code=$?
+    filter_layered=$filter_c; [ $tool = racecheck ] && filter_layered=$filter_c_race
+    run_tool() { compute-sanitizer --tool $tool --error-exitcode 9 "$@"; }
+    run_tool build-gpu/tests/test_gpu "$filter_a" >"$logs/$tool.log" 2>&1 || code=$?
+    run_tool build-gpu/tests/test_gpu_layers "$filter_b" >>"$logs/$tool.log" 2>&1 || code=$?
+    run_tool build-gpu/tests/test_gpu_layered "$filter_layered" >>"$logs/$tool.log" 2>&1 || code=$?
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazards displayed" "$logs/$tool.log" | tail -3 | tr '\n' ' ')
     echo "$tool (exit $code): $summary"
     sanitizers+="$tool=$code "
@@ -64,12 +71,12 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
-  # The A/B of cuBLASLt's kernel choice (cuda/blas.hpp): the same models with the
-  # heuristics' first choice only, run right after; per model, untuned / tuned.
-  TAPELESS_BLAS_TUNING=0 build-gpu/bench/layered_fit_gpu 5 >"$logs/layered_untuned.log"
-  echo "cuBLASLt kernels timed (tuned) against the heuristics' first choice (untuned), µs/step:"
-  awk 'NR == FNR {untuned[$1] = $2; next} ($1 in untuned) {printf "  %-44s tuned %9.1f  untuned %9.1f  %.3fx\n", $1, $2, untuned[$1], untuned[$1] / $2}' \
-    "$logs/layered_untuned.log" "$logs/layered.log"
+  # The A/B of cuBLASLt's kernel choice (cuda/blas.hpp): the same models with up to 8
+  # of the heuristics' proposals timed (opt-in), run right after; per model, untuned / tuned.
+  TAPELESS_BLAS_TUNING=1 build-gpu/bench/layered_fit_gpu 5 >"$logs/layered_tuned.log"
+  echo "cuBLASLt kernels timed (tuned, TAPELESS_BLAS_TUNING=1) against the heuristics' first choice (default), µs/step:"
+  awk 'NR == FNR {tuned[$1] = $2; next} ($1 in tuned) {printf "  %-44s tuned %9.1f  untuned %9.1f  %.3fx\n", $1, tuned[$1], $2, $2 / tuned[$1]}' \
+    "$logs/layered_tuned.log" "$logs/layered.log"
   # The microbenchmarks' tables go to their logs (a plain number of seconds: Google
   # Benchmark 1.7 rejects "0.1s", 1.8 takes both).
   if [ "$micro" = 1 ]; then
