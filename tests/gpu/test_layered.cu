@@ -398,6 +398,19 @@ TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
   const auto p = tl::init(norm, gen);
   EXPECT_THROW(tl::value_and_grad(tl::mse, norm, p, x, y, tl::matmul_precision::fp32, tl::gpu_regime::layered),
                tl::shape_error);
+  // A model too small for the layered path, forced onto it, at a batch the one-launch fit
+  // would otherwise take: the same error as at any batch, and the parameters untouched.
+  const auto seed = tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>());
+  auto small = tl::to_device(tl::train_state(seed, tl::init(seed, gen), tl::adam{}), tl::default_device());
+  const std::vector<float> before(small.params.begin(), small.params.end());
+  const auto xs = tl::to_device(cast<float>(random_batch(gen, 1, 128, -1, 1)));
+  const auto ys = tl::to_device(cast<float>(random_batch(gen, 1, 128, 0, 1)));
+  small.regime = tl::gpu_regime::layered;
+  EXPECT_THROW(tl::fit(small, tl::mse, xs, ys, 10), tl::shape_error);
+  small.regime = tl::gpu_regime::automatic;
+  small.precision = tl::matmul_precision::bf16;
+  EXPECT_THROW(tl::fit(small, tl::mse, xs, ys, 10), tl::shape_error);
+  EXPECT_EQ(std::vector<float>(small.params.begin(), small.params.end()), before);
   try {
     tl::detail::require_device_memory("fit", std::size_t(1) << 50, "a test's request");
     ADD_FAILURE() << "expected tl::device_memory_error";

@@ -167,9 +167,12 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   const long first_step = s.step;
   thrust::fill(s.failed.begin(), s.failed.end(), -1L);
   const auto start = std::chrono::steady_clock::now();
+  // A regime or precision the model cannot take is an error at every batch size, before
+  // the one-launch kernel (which has no regime) could be chosen for a small one.
+  const bool layered = detail::takes_layered_path<Model, T>(s.regime, s.precision);
   bool one_block = false;
   if constexpr (detail::per_thread_gradients<Model>)
-    one_block = options.one_launch && x.batch() * (Model::parameter_count + 1) <= detail::one_block_work;
+    one_block = !layered && options.one_launch && x.batch() * (Model::parameter_count + 1) <= detail::one_block_work;
   if (one_block) {
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
       using layout = detail::gpu::one_block_layout<Model, Optimizer, T>;
@@ -201,8 +204,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
             s.layered.addresses()};
     if (!s.graph.holds(key)) {
       detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
-                            detail::takes_layered_path<Model, T>(s.regime, s.precision), s.layered, s.precision,
-                            s.graph.stream());
+                            layered, s.layered, s.precision, s.graph.stream());
       s.graph.capture(key, [&](cudaStream_t stream) {
         for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
       });
