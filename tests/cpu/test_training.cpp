@@ -56,7 +56,8 @@ TEST(TrainStep, NonFiniteLossThrowsAndLeavesStateUnchanged) {
     tl::train_step(state, tl::mse, data.x, data.y);
     FAIL() << "no exception";
   } catch (const tl::numeric_error& e) {
-    EXPECT_NE(std::string(e.what()).find("NaN at step 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NaN at step 1 (y holds NaN at feature 0 of sample 5)"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(state.params, before);
   EXPECT_EQ(state.step, 0);
@@ -77,7 +78,9 @@ TEST(TrainStep, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {
     tl::train_step(state, tl::mse, data.x, data.y);
     FAIL() << "no exception";
   } catch (const tl::numeric_error& e) {
-    EXPECT_NE(std::string(e.what()).find("the gradient is NaN at step 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the gradient is NaN at step 1 (x holds an infinity at feature 0 of sample 7)"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(state.params, before);
   EXPECT_EQ(state.optimizer_state, moments);
@@ -163,6 +166,10 @@ TEST(TrainStep, WrongBatchThrowsShapeError) {
     ADD_FAILURE() << "no exception";
   } catch (const tl::shape_error& e) {
     EXPECT_EQ(std::string(e.what()).rfind("tapeless::fit:", 0), 0u) << e.what();
+    // Both batches named, y's first: it is y that does not match.
+    const std::string expected = "y has " + std::to_string(data.x.batch() - 1) + " samples and x has " +
+                                 std::to_string(data.x.batch());
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   EXPECT_EQ(state.step, 0);
 }

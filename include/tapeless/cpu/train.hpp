@@ -14,9 +14,27 @@
 namespace tl {
 
 namespace detail {
-[[noreturn]] inline void throw_non_finite(const char* where, const char* what, long step, double value) {
+// Where a batch holds a non-finite value, as " (x holds NaN at feature 0 of sample 7)";
+// empty when it holds none. Looked for only once a step has failed: the data are the
+// usual cause, and a message that names them saves a search.
+template <class T>
+std::string non_finite_data(const basic_matrix<T>& x, const basic_matrix<T>& y) {
+  for (const auto* m : {&x, &y}) {
+    const auto values = m->values();
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        return std::string(" (") + (m == &x ? "x" : "y") + " holds " + (std::isnan(values[i]) ? "NaN" : "an infinity") +
+               " at feature " + std::to_string(i % m->features()) + " of sample " +
+               std::to_string(i / m->features()) + ")";
+  }
+  return {};
+}
+// `step` is the state's count of steps taken, so the message's "step N" is the state's
+// N-th, which for a fit that continues an earlier one is not its own N-th.
+[[noreturn]] inline void throw_non_finite(const char* where, const char* what, long step, double value,
+                                          const std::string& cause = {}) {
   throw numeric_error("tapeless::" + std::string(where) + ": the " + std::string(what) + " is " +
-                      (std::isnan(value) ? "NaN" : "infinite") + " at step " + std::to_string(step + 1) +
+                      (std::isnan(value) ? "NaN" : "infinite") + " at step " + std::to_string(step + 1) + cause +
                       "; the parameters were left as before that step");
 }
 template <class Values>
@@ -38,8 +56,9 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     check_batch<Model>(where, x, &y);
     const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
                                                                   y.data(), x.batch(), state.gradient.data());
-    if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value);
-    if (!gradient_finite) throw_non_finite(where, "gradient", state.step, first_non_finite(state.gradient.flat()));
+    if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, non_finite_data(x, y));
+    if (!gradient_finite)
+      throw_non_finite(where, "gradient", state.step, first_non_finite(state.gradient.flat()), non_finite_data(x, y));
     // The update, parameter by parameter, split over threads for large models.
     constexpr std::size_t P = Model::parameter_count;
     const auto constants = state.optimizer.template at_step<T>(state.step + 1);

@@ -72,7 +72,9 @@ void check_batch(const char* where, const X& x, const Y* y = nullptr) {
   if (x.batch() == 0) throw shape_error(std::string("tapeless::") + where + ": the batch is empty (0 samples)");
   if (y) {
     require_size(where, "the target rows (features of y) the model writes", Model::outputs, y->features());
-    require_size(where, "the number of target samples (the batch of X)", x.batch(), y->batch());
+    if (x.batch() != y->batch())
+      throw shape_error(std::string("tapeless::") + where + ": y has " + std::to_string(y->batch()) +
+                        " samples and x has " + std::to_string(x.batch()) + "; every sample needs its target");
   }
 }
 }  // namespace detail
