@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,38 +92,64 @@ inline std::vector<std::string> split(const char* list) {
     }
   }
 }
-inline std::vector<std::size_t> split_sizes(const char* list) {
+[[noreturn]] inline void usage_error(const char* program, const std::string& why) {
+  std::fprintf(stderr,
+               "%s: %s\nusage: %s [--depths 2,4,8] [--batches 1e3,1e4,1e5,1e6] [--acts tanh,gelu] [--reps 5] "
+               "[--target-ms 100] [--min-steps 2] [--max-steps 2000] [--max-step-s 5] [--assume-gflops G]\n",
+               program, why.c_str(), program);
+  std::exit(2);
+}
+// Positive whole numbers; 1e5 reads. Anything else is a usage error naming it.
+inline std::vector<std::size_t> split_sizes(const char* program, const std::string& option, const char* list) {
   std::vector<std::size_t> out;
-  for (const auto& s : split(list)) out.push_back(std::size_t(std::strtod(s.c_str(), nullptr)));  // 1e5 reads
+  for (const auto& s : split(list)) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || *end != 0 || !(v >= 1) || v != double(std::size_t(v)))
+      usage_error(program, option + ": '" + s + "' is not a positive whole number (1000 and 1e3 read)");
+    out.push_back(std::size_t(v));
+  }
+  if (out.empty()) usage_error(program, option + " needs at least one value");
   return out;
 }
+
+// The drivers build these depths and activations; asking for others is a usage error,
+// not an empty table.
+inline constexpr std::size_t built_depths[] = {2, 4, 8};
+inline const char* const built_acts[] = {"tanh", "gelu"};
 
 inline options parse(int argc, char** argv, double default_gflops) {
   options o;
   o.assume_gflops = default_gflops;
   for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+  const char* program = argv[0];
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    static const char* const known[] = {"--depths",    "--batches",   "--acts",       "--reps",          "--target-ms",
+                                        "--min-steps", "--max-steps", "--max-step-s", "--assume-gflops"};
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return a == k; }) == std::end(known))
+      usage_error(program, "unknown option '" + a + "'");
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (!v) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
-    if (a == "--depths") o.depths = split_sizes(v);
-    else if (a == "--batches") o.batches = split_sizes(v);
+    if (!v) usage_error(program, a + " needs a value");
+    if (a == "--depths") o.depths = split_sizes(program, a, v);
+    else if (a == "--batches") o.batches = split_sizes(program, a, v);
     else if (a == "--acts") o.acts = split(v);
     else if (a == "--reps") o.reps = std::max(1, std::atoi(v));
     else if (a == "--target-ms") o.target_ms = std::atof(v);
     else if (a == "--min-steps") o.min_steps = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));
     else if (a == "--max-steps") o.max_steps = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));
     else if (a == "--max-step-s") o.max_step_s = std::atof(v);
-    else if (a == "--assume-gflops") o.assume_gflops = std::atof(v);
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--depths 2,4,8] [--batches 1e3,1e4,1e5,1e6] [--acts tanh,gelu] [--reps 5] "
-                   "[--target-ms 100] [--min-steps 2] [--max-steps 2000] [--max-step-s 5] [--assume-gflops G]\n",
-                   argv[0]);
-      std::exit(2);
-    }
+    else o.assume_gflops = std::atof(v);
     ++i;
   }
+  for (const std::size_t d : o.depths)
+    if (std::find(std::begin(built_depths), std::end(built_depths), d) == std::end(built_depths))
+      usage_error(program, "depth " + std::to_string(d) + " is not built; the drivers have depths 2, 4 and 8 " +
+                               "(dense layers: 2 -> W, depth - 2 of W -> W, W -> 1; bench/grid/README.md)");
+  for (const auto& act : o.acts)
+    if (std::find_if(std::begin(built_acts), std::end(built_acts), [&](const char* b) { return act == b; }) ==
+        std::end(built_acts))
+      usage_error(program, "activation '" + act + "' is not built; the drivers have tanh and gelu");
   return o;
 }
 

@@ -15,7 +15,10 @@
 #   gpu --small   a smoke test: widths 16, 64, 256, depths 2-4, batches 1e4 and 1e6
 # Output under $OUT when set, else build/grid-cpu or build-gpu/grid-gpu: tapeless.txt,
 # peers.txt, table.md, heatmap.png. Peers run under $PYTHON (default python3), which needs
-# jax (CPU: pip install jax numpy into a venv) and, for torch_compile, torch.
+# jax (CPU: pip install jax numpy into a venv) and, for torch_compile, torch; the table
+# and heat map need numpy (without $PYTHON: .venv/bin/python3, which .ci/setup makes).
+# Widths 16-1024 (powers of 2), depths 2, 4, 8 (dense layers: 2 -> W, depth - 2 of
+# W -> W, W -> 1), activations tanh and gelu are built; bench/grid/README.md has more.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 device=cpu
@@ -41,11 +44,22 @@ while [ $# -gt 0 ]; do
     --max-step-s) max_step_s=$2; shift ;;
     --budget) budget=$2; shift ;;
     --no-peers) run_peers=0 ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    -h|--help) sed -n '2,/^set /p' "$0" | grep '^#'; exit 0 ;;
+    *) echo "bench/grid/run.sh: unknown option '$1' (the modes and options follow)" >&2
+       sed -n '2,/^set /p' "$0" | grep '^#' >&2; exit 2 ;;
   esac
   shift
 done
 python=${PYTHON:-python3}
+# The table and heat map need numpy only: without $PYTHON, the venv .ci/setup made has it.
+report_python=${PYTHON:-$([ -x .venv/bin/python3 ] && echo .venv/bin/python3 || echo python3)}
+built_widths=16,32,64,128,256,512,1024
+for w in ${widths//,/ }; do
+  case ",$built_widths," in
+    *",$w,"*) ;;
+    *) echo "bench/grid/run.sh: width $w is not built; the drivers have widths $built_widths" >&2; exit 2 ;;
+  esac
+done
 meson=$(command -v meson || echo "$PWD/.venv/bin/meson")
 if [ "$device" = cpu ]; then
   builddir=build
@@ -63,7 +77,8 @@ out=${OUT:-$builddir/grid-$device}; mkdir -p "$out"
 rev=${SOURCE_REV:-$(git describe --always --dirty 2>/dev/null)}
 echo "# $(date -u +%FT%TZ) $rev $(nproc) cores: bash bench/grid/run.sh $device" \
      "--widths $widths --depths $depths --batches $batches --acts $acts --reps $reps --target-ms $target_ms" \
-     "--max-step-s $max_step_s --peers $peers --budget $budget" | tee "$out/command.txt"
+     "--max-step-s $max_step_s $([ "$run_peers" = 1 ] && echo "--peers $peers --budget $budget" || echo --no-peers)" |
+  tee "$out/command.txt"
 
 targets=()
 for w in ${widths//,/ }; do targets+=("bench/grid_${device}_w$w"); done
@@ -79,7 +94,7 @@ echo "build of ${#targets[@]} drivers: $(since "$start") s (ninja -j$(nproc); 0 
 peers_spent=0
 for w in ${widths//,/ }; do
   "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" \
-    --target-ms "$target_ms" --max-step-s "$max_step_s" >"$out/width.txt"
+    --target-ms "$target_ms" --max-step-s "$max_step_s" >"$out/width.txt" || exit $?  # a usage error, named
   grep -v "_skip=" "$out/width.txt"; cat "$out/width.txt" >>"$out/tapeless.txt"
   { [ "$run_peers" = 1 ] && grep -q tapeless_us= "$out/width.txt"; } || continue
   left=$(awk -v a="$budget" -v b="$peers_spent" 'BEGIN { print a - b }'); start=$(date +%s.%N)
@@ -92,5 +107,5 @@ done
 rm -f "$out/width.txt"
 [ -s "$out/peers.err" ] && tail -5 "$out/peers.err"
 echo
-"$python" bench/grid/report.py --device "$device" --png "$out/heatmap.png" "$out/tapeless.txt" "$out/peers.txt" |
+"$report_python" bench/grid/report.py --device "$device" --png "$out/heatmap.png" "$out/tapeless.txt" "$out/peers.txt" |
   tee "$out/table.md"
