@@ -2,7 +2,8 @@
 //   tests/python/read_safetensors.py parses safetensors by hand (json + numpy.frombuffer);
 //   tests/python/read_npy_check.py uses numpy.load / numpy.lib.format.write_array.
 // Values are compared as IEEE bit patterns. Without python3 + numpy the whole program
-// exits 77, which meson reports as skipped (CI installs numpy, so it runs there).
+// exits 77, which meson reports as skipped (the suite gives it .ci/setup's Python, which has
+// numpy, so it runs in CI).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
