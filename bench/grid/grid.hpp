@@ -133,7 +133,10 @@ inline options parse(int argc, char** argv, double default_gflops) {
     if (!v) usage_error(program, a + " needs a value");
     if (a == "--depths") o.depths = split_sizes(program, a, v);
     else if (a == "--batches") o.batches = split_sizes(program, a, v);
-    else if (a == "--acts") o.acts = split(v);
+    else if (a == "--acts") {
+      o.acts = split(v);
+      if (o.acts.empty()) usage_error(program, "--acts needs at least one value");
+    }
     else if (a == "--reps") o.reps = std::max(1, std::atoi(v));
     else if (a == "--target-ms") o.target_ms = std::atof(v);
     else if (a == "--min-steps") o.min_steps = std::max<std::size_t>(1, std::strtoul(v, nullptr, 10));

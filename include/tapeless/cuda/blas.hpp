@@ -7,8 +7,8 @@
 // TAPELESS_BLAS_TUNING=1 in the environment times up to blas_candidates proposals on
 // a product's first call (on its own operands; not inside a capture, where nothing can
 // be timed) and keeps the fastest, as XLA's autotuner does. It is off by default: on
-// the H200 it changed whole steps by 0.94-1.07x (median 1.00x, 21 models of
-// bench/layered_fit_gpu.cu, docs/performance.md 2026-12-04), and without it the same
+// the H200 it changed whole steps by 0.94-1.07x (median 1.00x, the 20 cuBLASLt models
+// of bench/layered_fit_gpu.cu, docs/performance.md 2026-12-04), and without it the same
 // kernels, so the same rounding, run in every process.
 #pragma once
 

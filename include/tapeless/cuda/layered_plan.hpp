@@ -100,9 +100,10 @@ inline constexpr std::size_t first_layer_partial_count =
 // The input-delta kernels (cuda/delta_kernels.hpp) write the deltas of the layer before
 // and add up each of their columns on the way: that layer's bias gradient, in place of a
 // product with a column of ones that read the deltas again. Blocks of 32 columns x 8
-// rows of threads; a chunk is cut into slices of samples (at least delta_slice_rows
-// each, at most delta_slice_limit of them: about 1024 blocks a layer), one partial row
-// per slice, added in a fixed order by bias_sums_kernel, one warp a unit.
+// rows of threads; a chunk is cut into slices of samples (about delta_slice_rows each,
+// at most delta_slice_limit of them: about 1024 blocks a layer; a last slice may be
+// empty and writes zeros), one partial row per slice, added in a fixed order by
+// bias_sums_kernel, one warp a unit.
 inline constexpr unsigned delta_block_columns = 32, delta_block_rows = 8, delta_slice_rows = 32;
 constexpr std::size_t delta_column_blocks(std::size_t width) {
   return (width + delta_block_columns - 1) / delta_block_columns;
