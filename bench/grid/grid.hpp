@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -113,10 +114,19 @@ inline std::vector<std::size_t> split_sizes(const char* program, const std::stri
   return out;
 }
 
-// The drivers build these depths and activations; asking for others is a usage error,
-// not an empty table.
-inline constexpr std::size_t built_depths[] = {2, 4, 8};
-inline const char* const built_acts[] = {"tanh", "gelu"};
+// The drivers build these depths (grid::depths, the sequence for_each_depth runs) and
+// activations (the names each driver's main passes to run_model); asking for others is
+// a usage error, not an empty table.
+inline constexpr auto built_depths = []<std::size_t... D>(std::index_sequence<D...>) {
+  return std::array<std::size_t, sizeof...(D)>{D...};
+}(depths{});
+inline constexpr std::array<const char*, 2> built_acts{"tanh", "gelu"};
+template <class List>
+std::string listed(const List& list) {  // "2, 4, 8"
+  std::string out;
+  for (const auto& item : list) out += (out.empty() ? "" : ", ") + std::string(item);
+  return out;
+}
 
 inline options parse(int argc, char** argv, double default_gflops) {
   options o;
@@ -145,14 +155,17 @@ inline options parse(int argc, char** argv, double default_gflops) {
     else o.assume_gflops = std::atof(v);
     ++i;
   }
+  std::array<std::string, built_depths.size()> depth_names;
+  std::transform(built_depths.begin(), built_depths.end(), depth_names.begin(),
+                 [](std::size_t d) { return std::to_string(d); });
   for (const std::size_t d : o.depths)
-    if (std::find(std::begin(built_depths), std::end(built_depths), d) == std::end(built_depths))
-      usage_error(program, "depth " + std::to_string(d) + " is not built; the drivers have depths 2, 4 and 8 " +
-                               "(dense layers: 2 -> W, depth - 2 of W -> W, W -> 1; bench/grid/README.md)");
+    if (std::find(built_depths.begin(), built_depths.end(), d) == built_depths.end())
+      usage_error(program, "depth " + std::to_string(d) + " is not built; the drivers have depths " +
+                               listed(depth_names) +
+                               " (dense layers: 2 -> W, depth - 2 of W -> W, W -> 1; bench/grid/README.md)");
   for (const auto& act : o.acts)
-    if (std::find_if(std::begin(built_acts), std::end(built_acts), [&](const char* b) { return act == b; }) ==
-        std::end(built_acts))
-      usage_error(program, "activation '" + act + "' is not built; the drivers have tanh and gelu");
+    if (std::find(built_acts.begin(), built_acts.end(), act) == built_acts.end())
+      usage_error(program, "activation '" + act + "' is not built; the drivers have " + listed(built_acts));
   return o;
 }
 

@@ -53,13 +53,6 @@ done
 python=${PYTHON:-python3}
 # The table and heat map need numpy only: without $PYTHON, the venv .ci/setup made has it.
 report_python=${PYTHON:-$([ -x .venv/bin/python3 ] && echo .venv/bin/python3 || echo python3)}
-built_widths=16,32,64,128,256,512,1024
-for w in ${widths//,/ }; do
-  case ",$built_widths," in
-    *",$w,"*) ;;
-    *) echo "bench/grid/run.sh: width $w is not built; the drivers have widths $built_widths" >&2; exit 2 ;;
-  esac
-done
 meson=$(command -v meson || echo "$PWD/.venv/bin/meson")
 if [ "$device" = cpu ]; then
   builddir=build
@@ -71,6 +64,17 @@ else
     "$meson" setup build-gpu -Dcuda=enabled -Dbenchmarks=true >/tmp/grid-setup.log 2>&1 || { cat /tmp/grid-setup.log; exit 1; }
   fi
 fi
+# The widths are the drivers bench/meson.build defines: a width without one is named
+# here, before anything is built.
+built_widths=$(ninja -C "$builddir" -t targets all 2>/dev/null | sed -n "s|^bench/grid_${device}_w\([0-9]*\):.*|\1|p" |
+  sort -n | paste -sd, -)
+for w in ${widths//,/ }; do
+  case ",$built_widths," in
+    *",$w,"*) ;;
+    *) echo "bench/grid/run.sh: width $w is not built; the drivers have widths ${built_widths:-(none: configure with -Dbenchmarks=true)}" >&2
+       exit 2 ;;
+  esac
+done
 out=${OUT:-$builddir/grid-$device}; mkdir -p "$out"
 # The source revision: SOURCE_REV when given (a copy of a working tree, as on a lent
 # machine, may carry a stale .git), else git's HEAD, marked when the tree has changes.
