@@ -257,7 +257,7 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
   } else if constexpr (L > 0) {
     // The deltas of layer L - 1 and its bias gradient's partial sums.
     T* partials = thrust::raw_pointer_cast(ws.bias_partials.data()) + bias_partial_offset<Model, L - 1>;
-    const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(delta_slices(rows, In)));
+    const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(bias_slices<Model, L - 1>(rows)));
     const dim3 block(delta_block_columns, delta_block_rows);
     input_delta_kernel<In, thin_delta ? Out : 0><<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums),
                                                                             previous_slope, rows, low, partials);

@@ -95,7 +95,7 @@ void add_bias_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradien
         table.width[i] = layer::outputs;
         table.gradient_offset[i] = Model::template parameter_offset<L> + layer::bias_offset;
         table.partial_offset[i] = bias_partial_offset<Model, L>;
-        table.slices[i] = unsigned(delta_slices(rows, layer::outputs));
+        table.slices[i] = unsigned(bias_slices<Model, L>(rows));
         table.units += layer::outputs;
       }
     }(), ...);

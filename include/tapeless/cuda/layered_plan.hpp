@@ -114,6 +114,12 @@ constexpr std::size_t delta_slice_limit(std::size_t width) {
 inline std::size_t delta_slices(std::size_t rows, std::size_t width) {
   return std::clamp<std::size_t>((rows + delta_slice_rows - 1) / delta_slice_rows, 1, delta_slice_limit(width));
 }
+// The slices of a chunk for layer L's deltas: the input-delta kernel that writes them
+// (layer L + 1's backward) and bias_sums_kernel that adds them both ask here.
+template <class Model, std::size_t L>
+std::size_t bias_slices(std::size_t rows) {
+  return delta_slices(rows, Model::template layer_type<L>::outputs);
+}
 // Which layers get their bias gradient so: all but the last (its deltas come from the
 // loss) and a fused first layer (its own kernel adds it).
 template <class Model, std::size_t L>
