@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   for (auto p : all) time_precision("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 100000, reps, p);
   time_precision("w1024_d4", tanh_mlp<1024>(std::make_index_sequence<2>{}), 1000, reps);
   time_precision("w64_d16", tanh_mlp<64>(std::make_index_sequence<14>{}), 100000, reps);
+  for (std::size_t b : {10000, 100000, 1000000})  // the grid's 64-8: a 64-unit fused first layer
+    time_precision("w64_d8", tanh_mlp<64>(std::make_index_sequence<6>{}), b, reps);
   // Wide and shallow (a thin weight gradient over many samples), and both paths on a
   // model both can take.
   time_precision("w1024_d2", tanh_mlp<1024>(std::make_index_sequence<0>{}), 1000000, reps);

@@ -2,7 +2,7 @@
 // (cuda/layer_products.hpp): forward (product, bias, tanh and its slope), backward
 // (weight gradient, input delta scaled by the previous layer's slopes, with that
 // layer's bias-gradient partial sums; this layer's own bias gradient comes from the next
-// layer's kernel, and bias_sums_kernel, once a chunk for all layers, is not timed) for a
+// layer's kernel, and slice_sums_kernel, once a chunk for all layers, is not timed) for a
 // batch of samples, at each precision of cuBLASLt's products (fp32, tf32, bf16), and
 // the Adam update over the layer's parameters (reduce_update_kernel). The layer is the
 // second of a W -> W -> W chain, so that its input and the slopes before it are real.

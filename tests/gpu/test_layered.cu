@@ -1,6 +1,6 @@
 // The layer-at-a-time GPU path (cuda/layered.hpp) against the CPU: losses, gradients,
 // outputs and fits, for widths 1 to 1024, depth up to 16, odd batches, chunked
-// batches, float and double, and its errors.
+// batches, float and double (its errors: test_layered_errors.cu, in the same binary).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../support/gpu_main.hpp"
+#include "../support/layered_models.hpp"
 #include "../support/model_check.hpp"
 
 namespace {
@@ -51,19 +52,13 @@ auto three_layers() {
   return tl::chain(tl::dense<2, W>(tl::tanh), tl::dense<W, W>(tl::gelu), tl::dense<W, 1>());
 }
 
-// The issue's model: does not fit the tiled kernels' shared memory.
-auto issue_model() {
-  return tl::chain(tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu),
-                   tl::dense<128, 1>());
-}
-
 template <std::size_t... I>
 auto deep_model(std::index_sequence<I...>) {  // 16 dense layers, 64 wide
   return tl::chain(tl::dense<3, 64>(tl::tanh), (void(I), tl::dense<64, 64>(tl::tanh))..., tl::dense<64, 2>());
 }
 
 TEST(Layered, ChosenForModelsTooLargeForTheTiledKernels) {
-  static_assert(tl::detail::path_for<decltype(issue_model()), float> == tl::detail::gpu_path::layered);
+  static_assert(tl::detail::path_for<decltype(tl_test::issue_model()), float> == tl::detail::gpu_path::layered);
   static_assert(tl::detail::path_for<decltype(three_layers<1024>()), double> == tl::detail::gpu_path::layered);
   static_assert(tl::detail::path_for<decltype(three_layers<64>()), float> == tl::detail::gpu_path::tiled);
   // Wide and shallow: too wide for a tile in shared memory; the general kernel could
@@ -79,7 +74,7 @@ TEST(Layered, WidthsAndOddBatchesMatchCpuFloat) {
     expect_layered_equals_cpu<float>(bottleneck<1>(), tl::mse, batch, 1);
     expect_layered_equals_cpu<float>(bottleneck<3>(), tl::mse, batch, 2);
     expect_layered_equals_cpu<float>(three_layers<17>(), tl::mse, batch, 3);
-    expect_layered_equals_cpu<float>(issue_model(), tl::mse, batch, 4);
+    expect_layered_equals_cpu<float>(tl_test::issue_model(), tl::mse, batch, 4);
   }
   for (std::size_t batch : {1u, 31u, 1000u}) expect_layered_equals_cpu<float>(three_layers<1024>(), tl::mse, batch, 5);
 }
@@ -87,7 +82,7 @@ TEST(Layered, WidthsAndOddBatchesMatchCpuFloat) {
 TEST(Layered, WidthsAndOddBatchesMatchCpuDouble) {
   for (std::size_t batch : {1u, 31u, 65537u}) {
     expect_layered_equals_cpu<double>(three_layers<17>(), tl::mse, batch, 6);
-    expect_layered_equals_cpu<double>(issue_model(), tl::huber, batch, 7);
+    expect_layered_equals_cpu<double>(tl_test::issue_model(), tl::huber, batch, 7);
   }
   expect_layered_equals_cpu<double>(three_layers<1024>(), tl::mse, 300, 8);
 }
@@ -142,6 +137,22 @@ TEST(Layered, ThinSecondLayerInsideAChainMatchesCpu) {
   for (std::size_t batch : {5u, 5003u}) {
     expect_layered_equals_cpu<float>(model, tl::mse, batch, 31, 20 << 10);
     expect_layered_equals_cpu<double>(model, tl::mse, batch, 32, 20 << 10);
+  }
+}
+
+// The fused first layer's kernel at widths under a warp (1, 17), across two column
+// blocks with a partial one (130) and wide (1024), at batches of one slice, a partial
+// warp, one past a power of two (more slices than the kernel's limit), and a chunked one.
+TEST(Layered, FirstLayerOfEveryWidthMatchesCpu) {
+  const auto one = tl::chain(tl::dense<1, 1>(tl::tanh), tl::dense<1, 100>(tl::silu), tl::dense<100, 2>());
+  const auto seventeen = tl::chain(tl::dense<3, 17>(tl::gelu), tl::dense<17, 20>(tl::tanh), tl::dense<20, 1>());
+  const auto wide = tl::chain(tl::dense<2, 130>(tl::tanh), tl::dense<130, 1>());
+  const auto widest = tl::chain(tl::dense<2, 1024>(tl::silu), tl::dense<1024, 2>());
+  for (std::size_t batch : {1u, 2u, 31u, 65537u}) {
+    expect_layered_equals_cpu<float>(one, tl::mse, batch, 41);
+    expect_layered_equals_cpu<double>(seventeen, tl::mse, batch, 42);
+    expect_layered_equals_cpu<float>(wide, tl::mse, batch, 43);
+    expect_layered_equals_cpu<float>(widest, tl::mse, batch, 44, 2 << 20);
   }
 }
 
@@ -222,19 +233,19 @@ void expect_fit_after_larger_step_matches_cpu(const Model& model, std::uint64_t 
 }
 
 TEST(Layered, FitAfterALargerTrainStepCapturesAgain) {
-  expect_fit_after_larger_step_matches_cpu(issue_model(), 31);
+  expect_fit_after_larger_step_matches_cpu(tl_test::issue_model(), 31);
   expect_fit_after_larger_step_matches_cpu(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()), 32);
 }
 
 TEST(Layered, ManyChunksMatchOneChunk) {
   // 20 KB of activations a chunk: the clamp makes it 4096 samples, so 10001 samples
   // are 3 chunks, the last partial; the gradient rows add over chunks.
-  expect_layered_equals_cpu<float>(issue_model(), tl::mse, 10001, 12, 20 << 10);
+  expect_layered_equals_cpu<float>(tl_test::issue_model(), tl::mse, 10001, 12, 20 << 10);
   expect_layered_equals_cpu<double>(three_layers<33>(), tl::mse, 9000, 13, 1);
 }
 
 TEST(Layered, ApplyMatchesCpu) {
-  const auto model = issue_model();
+  const auto model = tl_test::issue_model();
   tl::rng gen(14);
   const auto params = tl::init(model, gen);
   const auto x = cast<float>(random_batch(gen, 2, 9001, -2, 2));
@@ -246,7 +257,7 @@ TEST(Layered, ApplyMatchesCpu) {
 
 // 50 Adam steps of the issue's model on both devices from the same start.
 TEST(Layered, FitMatchesCpu) {
-  const auto model = issue_model();
+  const auto model = tl_test::issue_model();
   tl::rng gen(15);
   const auto x = cast<float>(random_batch(gen, 2, 3000, -1, 1));
   tl::basic_matrix<float> y(1, x.batch());
@@ -294,7 +305,7 @@ TEST(Layered, ForcedLayeredEqualsFusedPaths) {
 // mode must really run (differ from fp32) and stay within its documented tolerance of
 // the CPU: 5e-3 (TF32) and 3e-2 (bf16) relative, on the loss and the gradient.
 TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
-  const auto model = issue_model();
+  const auto model = tl_test::issue_model();
   for (std::size_t batch : {33u, 20000u}) {
     tl::rng gen(batch);
     auto params = tl::init(model, gen);
@@ -328,7 +339,7 @@ TEST(Layered, TensorCoreGradientsWithinTheirTolerance) {
 }
 
 TEST(Layered, Bf16FitTracksFp32) {  // fp32 master weights and Adam state: bf16 trains as fp32 does
-  const auto model = issue_model();
+  const auto model = tl_test::issue_model();
   tl::rng gen(21);
   const auto x = cast<float>(random_batch(gen, 2, 4096, -1, 1));
   tl::basic_matrix<float> y(1, x.batch());
@@ -344,80 +355,6 @@ TEST(Layered, Bf16FitTracksFp32) {  // fp32 master weights and Adam state: bf16 
     differ = std::max(differ, std::abs(b.loss_history[e] - a.loss_history[e]));
   }
   EXPECT_GT(differ, 0.0);  // the bf16 products ran
-}
-
-// fit throws tl::numeric_error whose message holds `says`, and leaves the state as it was.
-template <class State>
-void expect_fit_refuses(State& gpu, const tl::basic_matrix<float>& x, const tl::basic_matrix<float>& y,
-                        const char* says) {
-  const auto before = gpu.host_params();
-  const long step = gpu.step;
-  try {
-    tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), 3);
-    ADD_FAILURE() << "expected tl::numeric_error";
-  } catch (const tl::numeric_error& e) {
-    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(gpu.step, step);
-  EXPECT_EQ(relative_difference(gpu.host_params().flat(), before.flat()), 0.0);
-}
-
-TEST(Layered, NonFiniteInputThrowsAndKeepsParameters) {
-  const auto model = issue_model();
-  tl::rng gen(18);
-  auto x = cast<float>(random_batch(gen, 2, 6000, -1, 1));
-  const auto y = cast<float>(random_batch(gen, 1, 6000, 0, 1));
-  x(1, 5000) = std::numeric_limits<float>::infinity();
-  auto gpu = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{1e-3f}), tl::default_device());
-  expect_fit_refuses(gpu, x, y, "not finite at step 1");
-}
-
-// An Inf input into tanh units: they saturate, so the loss stays finite, but the first
-// layer's weight gradient is 0 * Inf = NaN. cuBLASLt's sums have no epilogue of ours,
-// so the path's own check (flag_non_finite_kernel) must catch it.
-TEST(Layered, NonFiniteGradientWithFiniteLossThrows) {
-  const auto model = tl::chain(tl::dense<2, 128>(tl::tanh), tl::dense<128, 128>(tl::tanh), tl::dense<128, 1>());
-  tl::rng gen(22);
-  auto x = cast<float>(random_batch(gen, 2, 5000, -1, 1));
-  const auto y = cast<float>(random_batch(gen, 1, 5000, 0, 1));
-  x(0, 77) = std::numeric_limits<float>::infinity();
-  auto gpu = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{1e-3f}), tl::default_device());
-  gpu.regime = tl::gpu_regime::layered;
-  expect_fit_refuses(gpu, x, y, "gradient is not finite at step 1");
-}
-
-TEST(Layered, RegimeMisuseAndMemoryAreClearErrors) {
-  const auto model = issue_model();
-  tl::rng gen(19);
-  auto state = tl::to_device(tl::train_state(model, tl::init(model, gen), tl::adam{}), tl::default_device());
-  state.regime = tl::gpu_regime::fused;
-  const auto x = tl::to_device(cast<float>(random_batch(gen, 2, 100, -1, 1)));
-  const auto y = tl::to_device(cast<float>(random_batch(gen, 1, 100, 0, 1)));
-  EXPECT_THROW(tl::train_step(state, tl::mse, x, y), tl::shape_error);
-  const auto norm = tl::chain(tl::dense<2, 8>(tl::tanh), tl::layer_norm<8>(), tl::dense<8, 1>());
-  const auto p = tl::init(norm, gen);
-  EXPECT_THROW(tl::value_and_grad(tl::mse, norm, p, x, y, tl::matmul_precision::fp32, tl::gpu_regime::layered),
-               tl::shape_error);
-  // A model too small for the layered path, forced onto it, at a batch the one-launch fit
-  // would otherwise take: the same error as at any batch, and the parameters untouched.
-  const auto seed = tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>());
-  auto small = tl::to_device(tl::train_state(seed, tl::init(seed, gen), tl::adam{}), tl::default_device());
-  const std::vector<float> before(small.params.begin(), small.params.end());
-  const auto xs = tl::to_device(cast<float>(random_batch(gen, 1, 128, -1, 1)));
-  const auto ys = tl::to_device(cast<float>(random_batch(gen, 1, 128, 0, 1)));
-  small.regime = tl::gpu_regime::layered;
-  EXPECT_THROW(tl::fit(small, tl::mse, xs, ys, 10), tl::shape_error);
-  small.regime = tl::gpu_regime::automatic;
-  small.precision = tl::matmul_precision::bf16;
-  EXPECT_THROW(tl::fit(small, tl::mse, xs, ys, 10), tl::shape_error);
-  EXPECT_EQ(std::vector<float>(small.params.begin(), small.params.end()), before);
-  try {
-    tl::detail::require_device_memory("fit", std::size_t(1) << 50, "a test's request");
-    ADD_FAILURE() << "expected tl::device_memory_error";
-  } catch (const tl::device_memory_error& e) {
-    EXPECT_NE(std::string(e.what()).find("GiB of device memory"), std::string::npos) << e.what();
-    EXPECT_GT(e.needed, e.available);
-  }
 }
 
 }  // namespace

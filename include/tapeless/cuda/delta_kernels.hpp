@@ -1,12 +1,12 @@
 // The layered path's input-delta kernels: the deltas of layer L - 1 from layer L's,
 //   delta_{L-1} = act'(Z_{L-1}) * (W_L^T delta_L),
 // written in place of layer L - 1's slopes, with the column sums of what they write,
-// layer L - 1's bias gradient, taken on the way (layered_plan.hpp, "delta_slices").
+// layer L - 1's bias gradient, taken on the way (layered_plan.hpp, "delta_slices";
+// cuda/slice_sums.hpp adds the slices).
 // The product W_L^T delta_L is cuBLASLt's (`sums`) or, for a layer of at most
 // thin_product_terms outputs, made here from W_L and delta_L.
 #pragma once
 
-#include <cub/warp/warp_reduce.cuh>
 #include <cuda_bf16.h>
 
 #include <cstddef>
@@ -67,36 +67,4 @@ __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
     partials[blockIdx.y * In + k] = total;
   }
 }
-
-// Where bias_sums_kernel finds and puts each layer's sums (a plain aggregate: device
-// code sees no Hana): `layers` entries of at most `Capacity`.
-template <std::size_t Capacity>
-struct bias_sums_table {
-  std::size_t layers = 0, units = 0;  // units: the widths' total
-  std::size_t width[Capacity], gradient_offset[Capacity], partial_offset[Capacity];
-  unsigned slices[Capacity];
-};
-
-// One warp a bias unit: its lanes add the slices' partial sums in a fixed order, then
-// cub::WarpReduce adds the lanes (deterministic: the same shuffles every time); the
-// total goes to the gradient, added to it when `accumulate` (a later chunk).
-template <std::size_t Capacity, class T>
-__global__ void bias_sums_kernel(bias_sums_table<Capacity> table, const T* partials, T* gradient, bool accumulate) {
-  using warp_reduce = cub::WarpReduce<T>;
-  __shared__ typename warp_reduce::TempStorage storage[8];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (std::size_t unit = blockIdx.x * std::size_t(8) + warp; unit < table.units; unit += std::size_t(gridDim.x) * 8) {
-    std::size_t layer = 0, j = unit;
-    while (j >= table.width[layer]) j -= table.width[layer++];
-    const T* column = partials + table.partial_offset[layer] + j;
-    T sum = T(0);
-    for (unsigned b = lane; b < table.slices[layer]; b += 32) sum += column[b * table.width[layer]];
-    sum = warp_reduce(storage[warp]).Sum(sum);
-    if (lane == 0) {
-      T& g = gradient[table.gradient_offset[layer] + j];
-      g = accumulate ? g + sum : sum;
-    }
-  }
-}
-
 }  // namespace tl::detail::gpu

@@ -86,68 +86,73 @@ __global__ void thin_forward_kernel(Activation activation, const T* w, const T* 
 // terms, a thin second layer) or act'(z0) * sums (the input-delta GEMM's products,
 // Out1 = 0), and dW0 += delta0 x^T, db0 += delta0; with a thin second layer also its
 // weight gradient dW1 += delta1 act(z0)^T, in place of a GEMM that reads the first
-// layer's outputs. Each thread is one unit o of the first layer over one slice of
-// samples (blockIdx.y), its sums in registers, written to that slice's partial row;
-// first_layer_sums_kernel adds the slices in a fixed order.
+// layer's outputs. Each thread is one unit o of the first layer (threadIdx.x) and
+// every `blockDim.y`-th sample of its block's slice (blockIdx.y), its sums in
+// registers; the block adds its rows of threads in shared memory, in a fixed order, and
+// writes the slice's partial row in the gradient's order (first_layer_partial_width);
+// slice_sums_kernel adds the slices.
 template <class Activation, std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
-__global__ void first_layer_gradient_kernel(Activation activation, const T* w0, const T* b0, const T* x,
-                                            const T* w1, const T* delta1, const T* sums, std::size_t rows,
-                                            T* partials) {
-  const std::size_t o = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
-  if (o >= Out0) return;
+__global__ void __launch_bounds__(first_layer_block_threads)
+    first_layer_gradient_kernel(Activation activation, const T* w0, const T* b0, const T* x, const T* w1,
+                                const T* delta1, const T* sums, std::size_t rows, T* partials) {
+  constexpr unsigned columns = first_layer_block_columns(Out0), block_rows = first_layer_block_threads / columns;
+  constexpr std::size_t width = In0 + 1 + Out1;  // dW0[o][k], db0[o], dW1[j][o]
+  const std::size_t o = blockIdx.x * std::size_t(columns) + threadIdx.x;
   const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
                     last = first + per < rows ? first + per : rows;
-  T v[In0], w[Out1 > 0 ? Out1 : 1];  // this unit's row of W0, its column of W1 (row-major Out1 x Out0)
+  T acc[width] = {};
+  if (o < Out0) {
+    T v[In0], w[Out1 > 0 ? Out1 : 1];  // this unit's row of W0, its column of W1 (row-major Out1 x Out0)
 #pragma unroll
-  for (std::size_t k = 0; k < In0; ++k) v[k] = w0[o * In0 + k];
-  const T bias = b0[o];
+    for (std::size_t k = 0; k < In0; ++k) v[k] = w0[o * In0 + k];
+    const T bias = b0[o];
+    if constexpr (Out1 > 0) {
+#pragma unroll
+      for (std::size_t j = 0; j < Out1; ++j) w[j] = w1[j * Out0 + o];
+    }
+    for (std::size_t s = first + threadIdx.y; s < last; s += block_rows) {
+      T z = bias;
+#pragma unroll
+      for (std::size_t k = 0; k < In0; ++k) z += v[k] * x[s * In0 + k];
+      T slope;
+      const T a = activation.value_and_derivative(z, slope);
+      T sum;
+      if constexpr (Out1 > 0) {
+        sum = T(0);
+#pragma unroll
+        for (std::size_t j = 0; j < Out1; ++j) {
+          const T d1 = delta1[s * Out1 + j];
+          sum += w[j] * d1;
+          acc[In0 + 1 + j] += d1 * a;
+        }
+      } else {
+        sum = sums[s * Out0 + o];
+      }
+      const T d = slope * sum;
+#pragma unroll
+      for (std::size_t k = 0; k < In0; ++k) acc[k] += d * x[s * In0 + k];
+      acc[In0] += d;
+    }
+  }
+  __shared__ T block_sums[block_rows][width][columns];
+#pragma unroll
+  for (std::size_t k = 0; k < width; ++k) block_sums[threadIdx.y][k][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || o >= Out0) return;
+#pragma unroll
+  for (std::size_t k = 0; k < width; ++k) {
+    T total = T(0);
+#pragma unroll
+    for (unsigned r = 0; r < block_rows; ++r) total += block_sums[r][k][threadIdx.x];
+    acc[k] = total;
+  }
+  T* row = partials + blockIdx.y * (Out0 * width);
+#pragma unroll
+  for (std::size_t k = 0; k < In0; ++k) row[o * In0 + k] = acc[k];
+  row[Out0 * In0 + o] = acc[In0];
   if constexpr (Out1 > 0) {
 #pragma unroll
-    for (std::size_t j = 0; j < Out1; ++j) w[j] = w1[j * Out0 + o];
-  }
-  constexpr std::size_t width = In0 + 1 + Out1;
-  T acc[width] = {};
-  for (std::size_t s = first; s < last; ++s) {
-    T z = bias;
-#pragma unroll
-    for (std::size_t k = 0; k < In0; ++k) z += v[k] * x[s * In0 + k];
-    T slope;
-    const T a = activation.value_and_derivative(z, slope);
-    T sum;
-    if constexpr (Out1 > 0) {
-      sum = T(0);
-#pragma unroll
-      for (std::size_t j = 0; j < Out1; ++j) {
-        const T d1 = delta1[s * Out1 + j];
-        sum += w[j] * d1;
-        acc[In0 + 1 + j] += d1 * a;
-      }
-    } else {
-      sum = sums[s * Out0 + o];
-    }
-    const T d = slope * sum;
-#pragma unroll
-    for (std::size_t k = 0; k < In0; ++k) acc[k] += d * x[s * In0 + k];
-    acc[In0] += d;
-  }
-  T* out = partials + (blockIdx.y * Out0 + o) * width;
-#pragma unroll
-  for (std::size_t k = 0; k < width; ++k) out[k] = acc[k];
-}
-// The slices' sums in a fixed order: entry k of unit o is dW0[o][k] (k < In0), db0[o]
-// (k = In0) or dW1[j][o] (k = In0 + 1 + j, Out1 > 0), added to the gradient when
-// `accumulate` (a later chunk).
-template <std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
-__global__ void first_layer_sums_kernel(const T* partials, unsigned slices, T* weight_grad, T* bias_grad,
-                                        T* second_weight_grad, bool accumulate) {
-  constexpr std::size_t width = In0 + 1 + Out1, row = Out0 * width;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < row;
-       i += std::size_t(gridDim.x) * blockDim.x) {
-    T sum = T(0);
-    for (unsigned b = 0; b < slices; ++b) sum += partials[b * row + i];
-    const std::size_t o = i / width, k = i % width;
-    T& g = k < In0 ? weight_grad[o * In0 + k] : k == In0 ? bias_grad[o] : second_weight_grad[(k - In0 - 1) * Out0 + o];
-    g = accumulate ? g + sum : sum;
+    for (std::size_t j = 0; j < Out1; ++j) row[Out0 * (In0 + 1) + j * Out0 + o] = acc[In0 + 1 + j];
   }
 }
 
@@ -238,25 +243,24 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
                      beta, matmul_precision::fp32, stream);
   if constexpr (fused_first) {
+    // The first layer's gradient (and this layer's weights' when fused_weights) as
+    // partial rows, one a slice of samples, which add_slice_sums adds.
     using first = typename Model::template layer_type<0>;
+    static_assert(first_layer_gradient_contiguous<Model>,
+                  "the fused first layer's partial rows are laid out as nn/dense.hpp lays out the gradient");
     constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = fused_weights ? Out : 0;
-    T* partials = thrust::raw_pointer_cast(ws.first_layer_partials.data());
+    T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + first_layer_partial_offset<Model>;
     const T* params0 = params + Model::template parameter_offset<0>;
-    T* grad0 = gradient + Model::template parameter_offset<0>;
-    const dim3 grid(unsigned((Out0 + 127) / 128), first_layer_slices);
+    const dim3 grid(unsigned(first_layer_column_blocks(Out0)), unsigned(first_layer_slices<Model>(rows)));
+    const dim3 block(first_layer_block_columns(Out0), first_layer_block_threads / first_layer_block_columns(Out0));
     const auto activation0 = model.template sublayer<0>().activation;
-    first_layer_gradient_kernel<decltype(activation0), In0, Out0, Out1><<<grid, 128, 0, stream>>>(
+    first_layer_gradient_kernel<decltype(activation0), In0, Out0, Out1><<<grid, block, 0, stream>>>(
         activation0, params0 + first::weight_offset, params0 + first::bias_offset, x, w, delta,
         static_cast<const T*>(sums), rows, partials);
     TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
-    first_layer_sums_kernel<In0, Out0, Out1><<<elementwise_blocks(Out0 * first_layer_partial_width<Model>), 256, 0,
-                                               stream>>>(partials, first_layer_slices, grad0 + first::weight_offset,
-                                                         grad0 + first::bias_offset, grad + layer::weight_offset,
-                                                         accumulate);
-    TL_CUDA_CHECK_LAUNCH("first_layer_sums_kernel (layered backward)");
   } else if constexpr (L > 0) {
     // The deltas of layer L - 1 and its bias gradient's partial sums.
-    T* partials = thrust::raw_pointer_cast(ws.bias_partials.data()) + bias_partial_offset<Model, L - 1>;
+    T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + bias_partial_offset<Model, L - 1>;
     const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(bias_slices<Model, L - 1>(rows)));
     const dim3 block(delta_block_columns, delta_block_rows);
     input_delta_kernel<In, thin_delta ? Out : 0><<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums),

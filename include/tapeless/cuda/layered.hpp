@@ -5,7 +5,8 @@
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
 //   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
-//                db_{l-1} += delta_{l-1}^T 1, summed as delta_{l-1} is written   (no pass of its own)
+//                db_{l-1} += delta_{l-1}^T 1, summed as delta_{l-1} is written   (no pass of its own;
+//                cuda/slice_sums.hpp adds the slices)
 // through cuBLASLt (cuda/layer_products.hpp) and cuda/delta_kernels.hpp.
 // Activations and deltas live in global memory, one chunk at a time (`chunk_bytes`:
 // fewer, larger chunks measured faster on the H200 than L2-sized ones, whose extra
@@ -27,6 +28,7 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
+#include "tapeless/cuda/slice_sums.hpp"
 
 namespace tl::detail::gpu {
 
@@ -81,33 +83,33 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
   }(std::make_index_sequence<Model::depth>{});
 }
 
-// The bias gradients the input-delta kernels left as partial sums (bias_from_delta_sums),
-// every layer's in one launch.
+// The gradients left as partial rows, one a slice of samples (cuda/slice_sums.hpp):
+// every bias_from_delta_sums layer's biases and the fused first layer's, in one launch.
 template <class Model, class T>
-void add_bias_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradient, bool accumulate,
-                   cudaStream_t stream) {
-  bias_sums_table<Model::depth> table;
+void add_slice_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradient, bool accumulate,
+                    cudaStream_t stream) {
+  slice_sums_table<Model::depth> table;
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     ([&] {
       if constexpr (bias_from_delta_sums<Model, L>) {
         using layer = typename Model::template layer_type<L>;
-        const std::size_t i = table.layers++;
-        table.width[i] = layer::outputs;
-        table.gradient_offset[i] = Model::template parameter_offset<L> + layer::bias_offset;
-        table.partial_offset[i] = bias_partial_offset<Model, L>;
-        table.slices[i] = unsigned(bias_slices<Model, L>(rows));
-        table.units += layer::outputs;
+        table.add(layer::outputs, Model::template parameter_offset<L> + layer::bias_offset,
+                  bias_partial_offset<Model, L>, bias_slices<Model, L>(rows));
       }
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
-  bias_sums_kernel<<<unsigned((table.units + 7) / 8), 256, 0, stream>>>(
-      table, static_cast<const T*>(thrust::raw_pointer_cast(ws.bias_partials.data())), gradient, accumulate);
-  TL_CUDA_CHECK_LAUNCH("bias_sums_kernel (layered backward)");
+  if constexpr (fuses_first_layer<Model>)
+    table.add(first_layer_partial_width<Model>,
+              Model::template parameter_offset<0> + Model::template layer_type<0>::weight_offset,
+              first_layer_partial_offset<Model>, first_layer_slices<Model>(rows));
+  slice_sums_kernel<<<unsigned((table.entries + 7) / 8), 256, 0, stream>>>(
+      table, static_cast<const T*>(thrust::raw_pointer_cast(ws.slice_partials.data())), gradient, accumulate);
+  TL_CUDA_CHECK_LAUNCH("slice_sums_kernel (layered backward)");
 }
 
 // Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
-// first layer's gradient comes with the second layer's (fuses_first_layer), the other
-// layers' bias gradients from add_bias_sums.
+// first layer's gradient comes with the second layer's (fuses_first_layer); the
+// gradients left as partial rows are added by add_slice_sums.
 template <matmul_precision Precision, class Model, class T>
 void layered_backward(const Model& model, const T* params, const T* x, std::size_t rows, T* units,
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
@@ -125,7 +127,7 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
       }
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
-  if constexpr (bias_partial_count<Model> > 0) add_bias_sums(ws, rows, gradient, accumulate, stream);
+  if constexpr (slice_partial_count<Model> > 0) add_slice_sums(ws, rows, gradient, accumulate, stream);
 }
 
 // Every chunk forward, loss and backward, at one precision.

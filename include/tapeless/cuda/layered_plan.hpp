@@ -74,8 +74,8 @@ inline constexpr std::size_t thin_product_terms = 4;
 // unit), so the forward pass writes no slopes for it, and the deltas it would be given
 // are never written. When the second layer is thin too (at most 4 outputs, a neural
 // field's 2-W-1), that kernel also takes the second layer's weight gradient from the
-// recomputed activations. Its partial sums: one row per slice of a chunk's samples,
-// first_layer_partial_width values per unit of the first layer.
+// recomputed activations. Its partial sums: one row of first_layer_partial_width values
+// per slice of a chunk's samples.
 template <class Model>
 inline constexpr bool fuses_first_layer =
     Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
@@ -84,17 +84,58 @@ inline constexpr bool fuses_second_layer_weights = [] {
   if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
   else return false;
 }();
-inline constexpr unsigned first_layer_slices = 256;
+// That kernel runs blocks of 256 threads: up to 128 units of the first layer
+// (first_layer_block_columns, a warp's worth at least) by 256 / that many rows of
+// samples, over one slice of about first_layer_slice_rows samples; enough slices for up
+// to first_layer_threads threads (about what the H200's 132 SMs keep resident). It was
+// a fixed 256 slices of one row of threads: a 64-unit first layer ran 16k threads, half
+// of them idle, and took 100 us at 10^5 samples.
+inline constexpr std::size_t first_layer_slice_rows = 64, first_layer_threads = std::size_t(1) << 18;
+inline constexpr unsigned first_layer_block_threads = 256;
+constexpr unsigned first_layer_block_columns(std::size_t units) {
+  return unsigned(std::min<std::size_t>(128, (units + 31) / 32 * 32));
+}
+constexpr std::size_t first_layer_column_blocks(std::size_t units) {
+  return (units + first_layer_block_columns(units) - 1) / first_layer_block_columns(units);
+}
+constexpr std::size_t first_layer_slice_limit(std::size_t units) {
+  return std::max<std::size_t>(1, first_layer_threads / (first_layer_column_blocks(units) * first_layer_block_threads));
+}
+template <class Model>
+std::size_t first_layer_slices(std::size_t rows) {
+  constexpr std::size_t units = Model::template layer_type<0>::outputs;
+  return std::clamp<std::size_t>((rows + first_layer_slice_rows - 1) / first_layer_slice_rows, 1,
+                                 first_layer_slice_limit(units));
+}
+// One slice's partial row: Out0 x (In0 + 1) values, and Out1 x Out0 with the second
+// layer's weights.
 template <class Model>
 inline constexpr std::size_t first_layer_partial_width = [] {
-  if constexpr (fuses_second_layer_weights<Model>)
-    return Model::template layer_type<0>::inputs + 1 + Model::template layer_type<1>::outputs;
-  else return Model::template layer_type<0>::inputs + 1;
+  using first = typename Model::template layer_type<0>;
+  constexpr std::size_t own = first::outputs * (first::inputs + 1);
+  if constexpr (fuses_second_layer_weights<Model>) return own + Model::template layer_type<1>::parameter_count -
+                                                                Model::template layer_type<1>::outputs;
+  else return own;
+}();
+// Whether that row is one contiguous run of the gradient (nn/dense.hpp's layout: weights,
+// then biases, layer after layer).
+template <class Model>
+inline constexpr bool first_layer_gradient_contiguous = [] {
+  if constexpr (fuses_first_layer<Model>) {
+    using first = typename Model::template layer_type<0>;
+    using second = typename Model::template layer_type<1>;
+    return first::bias_offset == first::weight_offset + first::outputs * first::inputs &&
+           (!fuses_second_layer_weights<Model> ||
+            Model::template parameter_offset<1> + second::weight_offset ==
+                Model::template parameter_offset<0> + first::bias_offset + first::outputs);
+  } else {
+    return true;
+  }
 }();
 template <class Model>
 inline constexpr std::size_t first_layer_partial_count =
     fuses_first_layer<Model>
-        ? std::size_t(first_layer_slices) * Model::template layer_type<0>::outputs * first_layer_partial_width<Model>
+        ? first_layer_slice_limit(Model::template layer_type<0>::outputs) * first_layer_partial_width<Model>
         : 0;
 
 // The input-delta kernels (cuda/delta_kernels.hpp) write the deltas of the layer before
@@ -103,7 +144,7 @@ inline constexpr std::size_t first_layer_partial_count =
 // rows of threads; a chunk is cut into slices of samples (about delta_slice_rows each,
 // at most delta_slice_limit of them: about 1024 blocks a layer; a last slice may be
 // empty and writes zeros), one partial row per slice, added in a fixed order by
-// bias_sums_kernel, one warp a unit.
+// slice_sums_kernel (cuda/slice_sums.hpp), one warp a unit.
 inline constexpr unsigned delta_block_columns = 32, delta_block_rows = 8, delta_slice_rows = 32;
 constexpr std::size_t delta_column_blocks(std::size_t width) {
   return (width + delta_block_columns - 1) / delta_block_columns;
@@ -115,7 +156,7 @@ inline std::size_t delta_slices(std::size_t rows, std::size_t width) {
   return std::clamp<std::size_t>((rows + delta_slice_rows - 1) / delta_slice_rows, 1, delta_slice_limit(width));
 }
 // The slices of a chunk for layer L's deltas: the input-delta kernel that writes them
-// (layer L + 1's backward) and bias_sums_kernel that adds them both ask here.
+// (layer L + 1's backward) and add_slice_sums, which adds them, both ask here.
 template <class Model, std::size_t L>
 std::size_t bias_slices(std::size_t rows) {
   return delta_slices(rows, Model::template layer_type<L>::outputs);
@@ -133,6 +174,12 @@ inline constexpr std::size_t bias_partial_offset = []<std::size_t... I>(std::ind
 }(std::make_index_sequence<L>{});
 template <class Model>
 inline constexpr std::size_t bias_partial_count = bias_partial_offset<Model, Model::depth>;
+// Every per-slice partial row of a chunk in one buffer: the bias rows, then the fused
+// first layer's.
+template <class Model>
+inline constexpr std::size_t first_layer_partial_offset = bias_partial_count<Model>;
+template <class Model>
+inline constexpr std::size_t slice_partial_count = bias_partial_count<Model> + first_layer_partial_count<Model>;
 
 // How one step is cut into chunks of samples.
 template <class Model>
@@ -174,8 +221,7 @@ struct layered_workspace {
   layered_plan<Model> plan;
   thrust::device_vector<T> units;          // a chunk's outputs, then its slopes / deltas
   thrust::device_vector<T> gradient;       // the step's sums, every layer's in place
-  thrust::device_vector<T> first_layer_partials;  // per slice of samples (fuses_first_layer)
-  thrust::device_vector<T> bias_partials;         // per slice and layer (bias_from_delta_sums)
+  thrust::device_vector<T> slice_partials;  // per slice of samples: bias rows, the fused first layer's
   thrust::device_vector<T> sample_losses;  // one per sample of the batch
   thrust::device_vector<T> loss_and_flag = thrust::device_vector<T>(2);
   thrust::device_vector<unsigned char> reduce_storage;  // cub::DeviceReduce's
@@ -228,8 +274,7 @@ struct layered_workspace {
         sizeof(T) * (grow(want_units, units.size()) + grow(training ? Model::parameter_count : 0, gradient.size()) +
                      grow(training ? batch : 0, sample_losses.size()) + grow(want_ones, ones.size()) +
                      grow(want_products, products.size()) +
-                     grow(training ? first_layer_partial_count<Model> : 0, first_layer_partials.size()) +
-                     grow(training ? bias_partial_count<Model> : 0, bias_partials.size())) +
+                     grow(training ? slice_partial_count<Model> : 0, slice_partials.size())) +
         sizeof(__nv_bfloat16) * grow(want_low, low.size()) + grow(storage, reduce_storage.size()) +
         (blas.ready() ? 0 : blas_products::workspace_bytes);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
@@ -237,8 +282,7 @@ struct layered_workspace {
     units.resize(std::max(units.size(), want_units));
     if (training) {
       gradient.resize(Model::parameter_count);
-      first_layer_partials.resize(first_layer_partial_count<Model>);
-      bias_partials.resize(bias_partial_count<Model>);
+      slice_partials.resize(slice_partial_count<Model>);
       sample_losses.resize(std::max(sample_losses.size(), batch));
       reduce_storage.resize(std::max(reduce_storage.size(), storage));
     }
@@ -254,7 +298,7 @@ struct layered_workspace {
 
   // What a captured graph of steps bakes in (cuda/graph_cache.hpp).
   std::string addresses() const {
-    return addresses_of(units, gradient, first_layer_partials, bias_partials, sample_losses, loss_and_flag,
+    return addresses_of(units, gradient, slice_partials, sample_losses, loss_and_flag,
                         reduce_storage, ones, products, low, blas.workspace());
   }
 
