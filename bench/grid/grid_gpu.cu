@@ -6,7 +6,10 @@
 //   build-gpu/bench/grid_gpu_w64 [--depths 2,4,8] [--batches 1e3,1e6] [--acts tanh] [--reps 5] ...
 // (bash bench/grid/run.sh gpu builds and runs them with the peers.)
 // GRID_REGIME=layered (or fused) forces that path (tl::gpu_regime) on every cell, for
-// an A/B of the automatic choice; the header line names it.
+// an A/B of the automatic choice; GRID_PRECISION=tf32 (or bf16) sets the products'
+// precision (tl::matmul_precision; fp32 by default), to compare with JAX's default,
+// which multiplies in TF32. The header line names both.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -23,12 +26,23 @@ tl::gpu_regime forced_regime() {
   return tl::gpu_regime::automatic;
 }
 
+const char* const precision_names[] = {"fp32", "tf32", "bf16"};
+tl::matmul_precision chosen_precision() {
+  const char* env = std::getenv("GRID_PRECISION");
+  if (!env) return tl::matmul_precision::fp32;
+  for (int p = 0; p < 3; ++p)
+    if (std::strcmp(env, precision_names[p]) == 0) return tl::matmul_precision(p);
+  std::fprintf(stderr, "GRID_PRECISION=%s: expected fp32, tf32 or bf16\n", env);
+  std::exit(2);
+}
+
 template <class Model>
 grid::measurement time_cells(const Model& model, const tl::device_matrix& x, const tl::device_matrix& y,
                              const grid::options& o) {
   tl::rng gen(42);
   tl::cuda_train_state state(model, tl::init(model, gen), tl::adam{1e-3});
   state.regime = forced_regime();
+  state.precision = chosen_precision();
   // Two probe fits of 2 steps (the first captures a graph of that length), then a
   // warm-up fit of the timed length, which captures the graph the timed fits replay.
   tl::fit(state, tl::mse, x, y, 2);
@@ -71,8 +85,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   TL_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev.index));
   const char* regimes[] = {"automatic", "fused", "layered"};
-  std::printf("# tapeless grid, GPU %s, width %zu, %s path: %s\n", prop.name, grid::width,
-              regimes[int(forced_regime())], o.command.c_str());
+  std::printf("# tapeless grid, GPU %s, width %zu, %s path, %s products: %s\n", prop.name, grid::width,
+              regimes[int(forced_regime())], precision_names[int(chosen_precision())], o.command.c_str());
   grid::for_each_depth([&](auto depth) {
     run_model<depth()>(o, "tanh", tl::tanh);
     run_model<depth()>(o, "gelu", tl::gelu);

@@ -99,8 +99,12 @@ struct event_pair {
 
 class blas_products {
  public:
-  // cuBLASLt's recommended workspace on Hopper.
+  // cuBLASLt's recommended workspace on Hopper, one for each lane: products on two
+  // streams at once (cuda/side_stream.hpp) must not share one, as split-K kernels keep
+  // their partial sums there.
   static constexpr std::size_t workspace_bytes = std::size_t(32) << 20;
+  static constexpr int lanes = 2;
+  static constexpr std::size_t total_workspace_bytes = lanes * workspace_bytes;
 
   blas_products() = default;
   blas_products(const blas_products&) {}  // copies start empty: plans hold a handle
@@ -110,10 +114,11 @@ class blas_products {
   // C = op(A) op(B) + beta C. A and B are float, double or bfloat16; C is float or
   // double, as are the sums. Float operands are rounded as `precision` says (tf32 / bf16
   // let cuBLASLt use tensor cores with fp32 sums); bfloat16 operands are multiplied as
-  // they are, with fp32 sums.
+  // they are, with fp32 sums. `lane`: which workspace (0 or 1); products that may run at
+  // the same time must use different lanes.
   template <class A, class C>
   void multiply(const blas_shape& s, const A* a, const A* b, C* c, C beta, matmul_precision precision,
-                cudaStream_t stream) {
+                cudaStream_t stream, int lane = 0) {
     static_assert(std::is_same_v<C, float> || std::is_same_v<C, double>);
     static_assert(std::is_same_v<A, C> || (std::is_same_v<A, __nv_bfloat16> && std::is_same_v<C, float>));
     prepare();
@@ -122,10 +127,10 @@ class blas_products {
     auto found = plans_.find(k);
     if (found == plans_.end()) found = plans_.emplace(k, make_plan<A, C>(s, precision, k)).first;
     plan& p = found->second;
-    if (!p.tuned) tune<A, C>(p, s, a, b, stream);
+    if (!p.tuned) tune<A, C>(p, s, a, b, stream, lane);
     const C alpha = C(1);
     TL_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
-                                   thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream));
+                                   lane_workspace(lane), workspace_bytes, stream));
   }
 
   // The handle and workspace: called before a graph capture, which allows no allocation.
@@ -134,7 +139,7 @@ class blas_products {
   void prepare() {
     if (handle_) return;
     TL_CUBLAS_CHECK(cublasLtCreate(&handle_));
-    workspace_.resize(workspace_bytes);
+    workspace_.resize(total_workspace_bytes);
   }
 
   void reset() {
@@ -227,7 +232,7 @@ class blas_products {
   // up, into a scratch C with beta = 0) and keeps the fastest. Not while `stream` is
   // being captured: the plan stays untuned until a call outside a capture.
   template <class A, class C>
-  void tune(plan& p, const blas_shape& s, const A* a, const A* b, cudaStream_t stream) {
+  void tune(plan& p, const blas_shape& s, const A* a, const A* b, cudaStream_t stream, int lane) {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     TL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
@@ -239,8 +244,8 @@ class blas_products {
     for (int i = 0; i < p.candidate_count; ++i) {
       const cublasLtMatmulAlgo_t& algo = p.candidates[i];
       const auto launch = [&] {
-        return cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo,
-                              thrust::raw_pointer_cast(workspace_.data()), workspace_bytes, stream);
+        return cublasLtMatmul(handle_, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo, lane_workspace(lane),
+                              workspace_bytes, stream);
       };
       if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a proposal that cannot run here
       TL_CUDA_CHECK(cudaEventRecord(e.start, stream));
@@ -252,6 +257,10 @@ class blas_products {
       if (ms < best) best = ms, p.algo = algo;
     }
     p.tuned = true;
+  }
+
+  void* lane_workspace(int lane) {
+    return thrust::raw_pointer_cast(workspace_.data()) + std::size_t(lane) * workspace_bytes;
   }
 
   cublasLtHandle_t handle_ = nullptr;

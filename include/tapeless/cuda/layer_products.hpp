@@ -205,11 +205,16 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
 // `gradient` row (`accumulate`d over chunks), and the deltas of layer L - 1 in place of
 // that layer's slopes `previous_slope`; for L = 1 after a thin first layer
 // (fuses_first_layer), the first layer's gradient instead, from `x` (and, when this
-// layer is thin too, this layer's weight gradient with it).
+// layer is thin too, this layer's weight gradient with it). The weight gradient's
+// product (and the last layer's bias product) go to `side`, with cuBLASLt's second
+// workspace: a stream forked from `stream` once the deltas are ready, which nothing on
+// `stream` waits for until the chunk's backward ends, or `stream` itself
+// (cuda/layered.hpp, side_stream_rows).
 template <matmul_precision Precision, std::size_t L, class Model, class T>
 void backward_layer(const Model& model, const T* params, const T* x, const T* in, const T* delta, T* previous_slope,
                     std::size_t rows, T* gradient, bool accumulate, layered_workspace<Model, T>& ws,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, cudaStream_t side) {
+  constexpr int side_lane = 1;
   using layer = typename Model::template layer_type<L>;
   constexpr std::size_t In = layer::inputs, Out = layer::outputs;
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
@@ -226,7 +231,7 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
     if constexpr (!fused_weights)
       ws.blas.multiply(weights, ws.template low_layer_input<L>(), low_delta, grad + layer::weight_offset, beta,
-                       Precision, stream);
+                       Precision, side, side_lane);
     if constexpr (L > 0) {
       if constexpr (!thin_delta)
         ws.blas.multiply(deltas, ws.low_params() + (w - params), low_delta, sums, T(0), Precision, stream);
@@ -234,14 +239,14 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     }
   } else {
     if constexpr (!fused_weights)
-      ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, stream);
+      ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, side, side_lane);
     if constexpr (L > 0 && !thin_delta) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
   }
   // The last layer's bias gradient (deltas times ones) in fp32 at any precision: a sum,
   // not a product. Every other layer's comes from the kernel that writes its deltas.
   if constexpr (L + 1 == Model::depth)
     ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
-                     beta, matmul_precision::fp32, stream);
+                     beta, matmul_precision::fp32, side, side_lane);
   if constexpr (fused_first) {
     // The first layer's gradient (and this layer's weights' when fused_weights) as
     // partial rows, one a slice of samples, which add_slice_sums adds.

@@ -3,7 +3,7 @@
 // double. The batch goes through in chunks; for each chunk
 //   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
-//   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer
+//   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer (second stream)
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
 //                db_{l-1} += delta_{l-1}^T 1, summed as delta_{l-1} is written   (no pass of its own;
 //                cuda/slice_sums.hpp adds the slices)
@@ -107,14 +107,25 @@ void add_slice_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradie
   TL_CUDA_CHECK_LAUNCH("slice_sums_kernel (layered backward)");
 }
 
+// Where the weight products overlap the input deltas: on chunks of up to this many
+// samples, where every kernel is a launch-bound few microseconds. Measured on the H200
+// against running them in sequence (docs/performance.md, 2026-12-04 evening): 1.25-1.45x
+// at 10^3 samples and 1.00-1.21x at 10^4 (64-3/8/16, 128-4, 256-4); from 3 * 10^4 the
+// result depends on the shape (0.76-1.12x: 64-wide chains at 65536 samples lost most),
+// so larger chunks keep one stream.
+inline constexpr std::size_t side_stream_rows = 16384;
+
 // Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
 // first layer's gradient comes with the second layer's (fuses_first_layer); the
-// gradients left as partial rows are added by add_slice_sums.
+// gradients left as partial rows are added by add_slice_sums. On chunks of at most
+// side_stream_rows samples, each layer's weight-gradient product runs on the side
+// stream, beside the input deltas of the layers before it.
 template <matmul_precision Precision, class Model, class T>
 void layered_backward(const Model& model, const T* params, const T* x, std::size_t rows, T* units,
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
   T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
+  const bool overlap = rows <= side_stream_rows;
   [&]<std::size_t... R>(std::index_sequence<R...>) {
     ([&] {
       constexpr std::size_t L = Model::depth - 1 - R;
@@ -123,11 +134,14 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
         if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
         backward_layer<Precision, L>(model, params, x, layer_input<Model, L>(x, units, stride),
                                      layer_slopes<Model, L>(units, stride), previous_slope, rows, gradient, accumulate,
-                                     ws, stream);
+                                     ws, stream, overlap ? ws.side.fork(stream) : stream);
       }
     }(), ...);
   }(std::make_index_sequence<Model::depth>{});
   if constexpr (slice_partial_count<Model> > 0) add_slice_sums(ws, rows, gradient, accumulate, stream);
+  // The next chunk's forward overwrites the activations the weight products read, and
+  // the step's last kernels read their sums.
+  if (overlap) ws.side.join(stream);
 }
 
 // Every chunk forward, loss and backward, at one precision.

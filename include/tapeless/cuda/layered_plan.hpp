@@ -17,6 +17,7 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/side_stream.hpp"
 #include "tapeless/cuda/tile_layout.hpp"
 #include "tapeless/nn/dense_chain.hpp"
 
@@ -229,6 +230,9 @@ struct layered_workspace {
   // deltas times ones) and the input-delta products before they are scaled by the slopes.
   blas_products blas;
   thrust::device_vector<T> ones, products;
+  // The weight gradients' products run on a second stream beside the input deltas'
+  // (cuda/layered.hpp): neither reads what the other writes.
+  side_stream side;
   // bfloat16 copies of the products' operands, for matmul_precision::bf16: the
   // parameters (made once a step), a chunk's inputs, every layer's outputs, then every
   // layer's deltas, each written beside its fp32 values by the kernel that makes them.
@@ -255,11 +259,11 @@ struct layered_workspace {
   // short; a shortfall of device memory is reported before anything is allocated.
   // Without `training`, the forward pass's outputs only (apply); `bf16`: the bfloat16
   // copies too. It runs before every step, so an unchanged plan returns at once (a
-  // copied state's plan is equal, but its cuBLASLt handle starts empty).
+  // copied state's plan is equal, but its cuBLASLt handle and side stream start empty).
   void prepare(const char* where, std::size_t batch, std::size_t chunk_bytes, bool training = true, bool bf16 = false) {
     auto next = layered_plan<Model>::template make<T>(batch, chunk_bytes, training);
     next.low_operands = bf16 && training;
-    if (plan == next && blas.ready()) return;
+    if (plan == next && blas.ready() && side.ready()) return;
     std::size_t storage = 0;
     if (training)
       TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<const T*>(nullptr), static_cast<T*>(nullptr),
@@ -276,7 +280,7 @@ struct layered_workspace {
                      grow(want_products, products.size()) +
                      grow(training ? slice_partial_count<Model> : 0, slice_partials.size())) +
         sizeof(__nv_bfloat16) * grow(want_low, low.size()) + grow(storage, reduce_storage.size()) +
-        (blas.ready() ? 0 : blas_products::workspace_bytes);
+        (blas.ready() ? 0 : blas_products::total_workspace_bytes);
     require_device_memory(where, bytes, "the layer-at-a-time path's activations for " + std::to_string(next.chunk) +
                                             " samples" + (training ? " and its gradient sums" : ""));
     units.resize(std::max(units.size(), want_units));
@@ -293,6 +297,7 @@ struct layered_workspace {
     products.resize(std::max(products.size(), want_products));
     low.resize(std::max(low.size(), want_low));
     blas.prepare();
+    side.prepare();
     plan = next;
   }
 
