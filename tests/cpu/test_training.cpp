@@ -7,6 +7,7 @@
 #include <string>
 #include <limits>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../../examples/seed_fit.hpp"
@@ -122,7 +123,7 @@ TEST(Progress, FinishedRunReportsEveryKthLossAndTheTimeOnce) {
   testing::internal::CaptureStderr();
   tl::detail::report_finished_run(losses, 3, 0.25);
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "epoch 3/7  loss 8\nepoch 6/7  loss 5\nepoch 7/7  loss 4  0.25s (all epochs in one run on the GPU)\n");
+            "epoch 3/7  loss 8\nepoch 6/7  loss 5\nepoch 7/7  loss 4  250ms (all epochs in one run on the GPU)\n");
   testing::internal::CaptureStderr();
   tl::detail::report_finished_run(std::vector<double>(20, 1.5), 0, 1.0);  // every 2
   const std::string lines = testing::internal::GetCapturedStderr();
@@ -131,6 +132,14 @@ TEST(Progress, FinishedRunReportsEveryKthLossAndTheTimeOnce) {
   testing::internal::CaptureStderr();
   tl::detail::report_finished_run({}, 0, 1.0);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  // A fit of a few milliseconds shows them, not "0.00s"; from a second on, seconds.
+  for (const auto& [seconds, shown] : {std::pair{0.00084, "0.84ms"}, std::pair{0.0125, "12.5ms"},
+                                       std::pair{0.9999, "1.00s"}, std::pair{1.0, "1.00s"}, std::pair{73.456, "73.46s"}}) {
+    testing::internal::CaptureStderr();
+    tl::detail::report_finished_run({2.0}, 0, seconds);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(),
+              std::string("epoch 1/1  loss 2  ") + shown + " (all epochs in one run on the GPU)\n");
+  }
 }
 
 TEST(SeedFit, Float64MatchesPlainFloat64Reference) {

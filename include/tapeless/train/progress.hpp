@@ -16,6 +16,13 @@
 
 namespace tl::detail {
 
+// A run's elapsed time for the progress lines: milliseconds under a second (fits of a
+// few hundred small steps take a few of them, which "0.00s" hid), else seconds.
+inline void format_elapsed(char (&text)[16], double seconds) {
+  if (seconds * 1e3 < 999.5) std::snprintf(text, sizeof text, "%.3gms", seconds * 1e3);  // not "1e+03ms"
+  else std::snprintf(text, sizeof text, "%.2fs", seconds);
+}
+
 class progress_printer {
  public:
   progress_printer(std::size_t total, std::size_t every, bool enabled)
@@ -31,7 +38,9 @@ class progress_printer {
       draw(done, loss, now);
       if (done == total_) std::fputc('\n', stderr);
     } else if (done % every_ == 0 || done == total_) {
-      std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %.2fs\n", done, total_, double(loss), seconds(now));
+      char elapsed[16];
+      format_elapsed(elapsed, seconds(now));
+      std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %s\n", done, total_, double(loss), elapsed);
     }
   }
 
@@ -45,14 +54,14 @@ class progress_printer {
     return 80;
   }
 
-  // "[####------] 150/300  loss 0.0314  0.01s", at most columns - 1 characters (a
+  // "[####------] 150/300  loss 0.0314  12.5ms", at most columns - 1 characters (a
   // character in the last column makes some terminals wrap); the bar shrinks first,
   // then goes, then the text is cut.
   void draw(std::size_t done, float loss, clock::time_point now) {
     constexpr int max_bar = 30, min_bar = 5;
-    char text[128];
-    const int written = std::snprintf(text, sizeof text, " %zu/%zu  loss %.6g  %.2fs", done, total_, double(loss),
-                                      seconds(now));
+    char text[128], elapsed[16];
+    format_elapsed(elapsed, seconds(now));
+    const int written = std::snprintf(text, sizeof text, " %zu/%zu  loss %.6g  %s", done, total_, double(loss), elapsed);
     const int text_length = std::clamp(written, 0, int(sizeof text) - 1);
     const int room = terminal_columns() - 1;
     const int bar = std::min(max_bar, room - 2 - text_length);
@@ -88,8 +97,10 @@ inline void report_finished_run(const std::vector<double>& losses, std::size_t e
   if (every == 0) every = total >= 10 ? total / 10 : 1;
   for (std::size_t done = every; done < total; done += every)
     std::fprintf(stderr, "epoch %zu/%zu  loss %.6g\n", done, total, losses[done - 1]);
-  std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %.2fs (all epochs in one run on the GPU)\n", total, total,
-               losses.back(), seconds);
+  char elapsed[16];
+  format_elapsed(elapsed, seconds);
+  std::fprintf(stderr, "epoch %zu/%zu  loss %.6g  %s (all epochs in one run on the GPU)\n", total, total,
+               losses.back(), elapsed);
 }
 
 }  // namespace tl::detail
