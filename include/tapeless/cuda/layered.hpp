@@ -3,7 +3,8 @@
 // double. The batch goes through in chunks; for each chunk
 //   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
-//   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer (second stream)
+//   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer (a second
+//                                                                              stream on small chunks)
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
 //                db_{l-1} += delta_{l-1}^T 1, summed as delta_{l-1} is written   (no pass of its own;
 //                cuda/slice_sums.hpp adds the slices)
@@ -126,19 +127,24 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
   const std::size_t stride = ws.plan.stride;
   T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
   const bool overlap = rows <= side_stream_rows;
-  [&]<std::size_t... R>(std::index_sequence<R...>) {
-    ([&] {
-      constexpr std::size_t L = Model::depth - 1 - R;
-      if constexpr (L > 0 || !fuses_first_layer<Model>) {
-        T* previous_slope = nullptr;
-        if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
-        backward_layer<Precision, L>(model, params, x, layer_input<Model, L>(x, units, stride),
-                                     layer_slopes<Model, L>(units, stride), previous_slope, rows, gradient, accumulate,
-                                     ws, stream, overlap ? ws.side.fork(stream) : stream);
-      }
-    }(), ...);
-  }(std::make_index_sequence<Model::depth>{});
-  if constexpr (slice_partial_count<Model> > 0) add_slice_sums(ws, rows, gradient, accumulate, stream);
+  try {
+    [&]<std::size_t... R>(std::index_sequence<R...>) {
+      ([&] {
+        constexpr std::size_t L = Model::depth - 1 - R;
+        if constexpr (L > 0 || !fuses_first_layer<Model>) {
+          T* previous_slope = nullptr;
+          if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
+          backward_layer<Precision, L>(model, params, x, layer_input<Model, L>(x, units, stride),
+                                       layer_slopes<Model, L>(units, stride), previous_slope, rows, gradient, accumulate,
+                                       ws, stream, overlap ? ws.side.fork(stream) : stream);
+        }
+      }(), ...);
+    }(std::make_index_sequence<Model::depth>{});
+    if constexpr (slice_partial_count<Model> > 0) add_slice_sums(ws, rows, gradient, accumulate, stream);
+  } catch (...) {  // a capture must not end with the side stream forked
+    if (overlap) ws.side.join_after_error(stream);
+    throw;
+  }
   // The next chunk's forward overwrites the activations the weight products read, and
   // the step's last kernels read their sums.
   if (overlap) ws.side.join(stream);

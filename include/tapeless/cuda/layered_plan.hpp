@@ -85,7 +85,7 @@ inline constexpr bool fuses_second_layer_weights = [] {
   if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
   else return false;
 }();
-// That kernel runs blocks of 256 threads: up to 128 units of the first layer
+// That kernel runs blocks of up to 256 threads: up to 128 units of the first layer
 // (first_layer_block_columns, a warp's worth at least) by 256 / that many rows of
 // samples, over one slice of about first_layer_slice_rows samples; enough slices for up
 // to first_layer_threads threads (about what the H200's 132 SMs keep resident). It was
@@ -145,7 +145,7 @@ inline constexpr std::size_t first_layer_partial_count =
 // rows of threads; a chunk is cut into slices of samples (about delta_slice_rows each,
 // at most delta_slice_limit of them: about 1024 blocks a layer; a last slice may be
 // empty and writes zeros), one partial row per slice, added in a fixed order by
-// slice_sums_kernel (cuda/slice_sums.hpp), one warp a unit.
+// slice_sums_kernel (cuda/slice_sums.hpp), one warp a gradient entry.
 inline constexpr unsigned delta_block_columns = 32, delta_block_rows = 8, delta_slice_rows = 32;
 constexpr std::size_t delta_column_blocks(std::size_t width) {
   return (width + delta_block_columns - 1) / delta_block_columns;

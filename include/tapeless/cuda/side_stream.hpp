@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "tapeless/cuda/errors.hpp"
 
 namespace tl::detail::gpu {
@@ -21,10 +23,12 @@ class side_stream {
   void prepare() {
     if (stream_) return;
     TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    if (cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming) != cudaSuccess) {
+    cudaError_t status = cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming);
+    if (status == cudaSuccess) status = cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming);
+    if (status != cudaSuccess) {
       reset();
-      throw cuda_error(cudaErrorUnknown, "tapeless: cudaEventCreate failed for the layered path's second stream");
+      throw cuda_error(status, std::string("tapeless: cudaEventCreate failed for the layered path's second stream: ") +
+                                   cudaGetErrorString(status));
     }
   }
   bool ready() const { return stream_ != nullptr; }
@@ -39,6 +43,12 @@ class side_stream {
   void join(cudaStream_t main) {
     TL_CUDA_CHECK(cudaEventRecord(joined_, stream_));
     TL_CUDA_CHECK(cudaStreamWaitEvent(main, joined_, 0));
+  }
+  // join() for an error path: throws nothing, so the error being reported stays the
+  // one that is thrown. A capture then ends with the side stream joined, and work
+  // enqueued after it on `main` cannot overlap what the side stream still runs.
+  void join_after_error(cudaStream_t main) noexcept {
+    if (cudaEventRecord(joined_, stream_) == cudaSuccess) cudaStreamWaitEvent(main, joined_, 0);
   }
 
  private:

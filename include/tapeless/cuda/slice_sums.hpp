@@ -8,6 +8,8 @@
 #include <cub/warp/warp_reduce.cuh>
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 namespace tl::detail::gpu {
 
@@ -22,6 +24,7 @@ struct slice_sums_table {
   unsigned slices[Capacity];
 
   void add(std::size_t run_width, std::size_t to, std::size_t from, std::size_t slice_count) {
+    if (runs == Capacity) throw std::logic_error("tapeless: slice_sums_table holds " + std::to_string(Capacity) + " runs");
     width[runs] = run_width;
     gradient_offset[runs] = to;
     partial_offset[runs] = from;
