@@ -3,7 +3,9 @@
 time and TFLOP/s, the best peer and its time, and best peer / tapeless (> 1: tapeless
 is faster); and a PNG of tapeless / best peer per cell (< 1, green: tapeless is faster).
 On the GPU, JAX at its default precision may use TF32 tensor cores while tapeless runs
-fp32, so the table adds best fp32 peer / tapeless (the *_highest and torch peers).
+fp32, so the table adds best fp32 peer / tapeless (the *_highest and torch peers); with
+tapeless's TF32 times (`tapeless_tf32_us`, run.sh --tf32) it adds those and best TF32
+peer (JAX at its default precision) / tapeless TF32.
     python3 bench/grid/report.py --device cpu|gpu [--png heatmap.png] FILE..."""
 import argparse, collections, datetime, shlex, sys
 
@@ -24,13 +26,15 @@ def read_cells(paths):
     return cells, heads
 
 
-def peer_times(cell, fp32_only, device):
+def peer_times(cell, precision, device):
+    """The peers' times; precision "fp32" or "tf32" keeps only peers at that precision
+    (on the GPU, JAX's default precision multiplies in TF32), None keeps every peer."""
     out = {}
     for k, v in cell.items():
-        if not k.endswith("_us") or k == "tapeless_us": continue
+        if not k.endswith("_us") or k.startswith("tapeless"): continue
         name = k[:-3]
         fp32 = device == "cpu" or name.endswith("_highest") or name.startswith("torch")
-        if fp32 or not fp32_only: out[name] = float(v)
+        if precision is None or (precision == "fp32") == fp32: out[name] = float(v)
     return out
 
 
@@ -60,8 +64,10 @@ def main(argv):
     cells, heads = read_cells(a.files)
     gpu = a.device == "gpu"
     for h in heads: print(f"<!-- {h.lstrip('# ')} -->")
+    tf32 = gpu and any("tapeless_tf32_us" in cell for cell in cells.values())
     cols = ["act", "width", "depth", "batch", "tapeless µs/step", "tapeless TFLOP/s", "best peer", "peer µs/step",
             "best peer / tapeless"] + (["best fp32 peer / tapeless"] if gpu else [])
+    cols += ["tapeless TF32 µs/step", "best TF32 peer / tapeless TF32"] if tf32 else []
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     skipped = collections.Counter()
@@ -73,15 +79,20 @@ def main(argv):
             skipped[f"tapeless: {reason(why)}"] += 1
             continue
         t = float(cell["tapeless_us"])
-        name, peer = best(peer_times(cell, False, a.device))
+        name, peer = best(peer_times(cell, None, a.device))
         row = [key[0], str(key[1]), str(key[2]), batch_label(key[3]), f"{t:.1f}", cell.get("tapeless_tflops", "")]
         row += [name, f"{peer:.1f}", f"{peer / t:.2f}×"] if name else ["—", "—", "—"]
         if gpu:
-            fname, fpeer = best(peer_times(cell, True, a.device))
+            fname, fpeer = best(peer_times(cell, "fp32", a.device))
             row.append(f"{fpeer / t:.2f}× ({fname})" if fname else "—")
+        if tf32:
+            t32 = float(cell["tapeless_tf32_us"]) if "tapeless_tf32_us" in cell else None
+            tname, tpeer = best(peer_times(cell, "tf32", a.device))
+            row.append(f"{t32:.1f}" if t32 else "—")
+            row.append(f"{tpeer / t32:.2f}× ({tname})" if t32 and tname else "—")
         print("| " + " | ".join(row) + " |")
         for k, v in cell.items():
-            if k.endswith("_skip") and k != "tapeless_skip":
+            if k.endswith("_skip") and not k.startswith("tapeless"):
                 skipped[f"{k[:-5]}: {reason(v)}"] += 1
     if skipped:
         print("\nNot measured (cells: reason):")
@@ -110,7 +121,7 @@ def draw_heatmap(a, cells):
                 group = []
                 for b in batches:
                     cell = cells.get((act, w, d, b), {})
-                    _, peer = best(peer_times(cell, False, a.device))
+                    _, peer = best(peer_times(cell, None, a.device))
                     group.append(float(cell["tapeless_us"]) / peer if peer and "tapeless_us" in cell else None)
                 row.append(group)
             values.append(row)

@@ -4,7 +4,7 @@
 # markdown table (best peer / tapeless) and writes a heat map PNG.
 #   bash bench/grid/run.sh [cpu|gpu] [--small|--full] [--widths 16,64] [--depths 2,4]
 #        [--batches 1e3,1e4] [--acts tanh,gelu] [--peers jax_fori,...] [--reps N]
-#        [--target-ms MS] [--max-step-s S] [--budget S] [--no-peers]
+#        [--target-ms MS] [--max-step-s S] [--budget S] [--no-peers] [--tf32]
 # Modes (options after the mode override it):
 #   cpu           the whole grid, tanh and gelu, peers jax_jit and jax_fori; hours on 2 cores
 #   cpu --small   widths 16-256, depths 2-4, batches 1e3-1e5, tanh: a few minutes on 2 cores
@@ -13,6 +13,9 @@
 #                 150 s budget (the whole loop: JAX's fastest form on the GPU so far)
 #   gpu --full    tanh and gelu, also jax_jit, jax_jit_highest and torch_compile, no budget
 #   gpu --small   a smoke test: widths 16, 64, 256, depths 2-4, batches 1e4 and 1e6
+#   gpu --tf32    also times tapeless with TF32 products (GRID_PRECISION=tf32) on every
+#                 cell: the table adds best TF32 peer (JAX at its default precision) /
+#                 tapeless TF32, the like-for-like comparison
 # Output under $OUT when set, else build/grid-cpu or build-gpu/grid-gpu: tapeless.txt,
 # peers.txt, table.md, heatmap.png. Peers run under $PYTHON (default python3), which needs
 # jax (CPU: pip install jax numpy into a venv) and, for torch_compile, torch; the table
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/../.."
 device=cpu
 if [ "${1:-}" = cpu ] || [ "${1:-}" = gpu ]; then device=$1; shift; fi
 widths=16,32,64,128,256,512,1024 depths=2,4,8 batches=1000,10000,100000,1000000 acts=tanh,gelu
-reps=5 target_ms=100 max_step_s=5 budget=1000000000 peers="" run_peers=1
+reps=5 target_ms=100 max_step_s=5 budget=1000000000 peers="" run_peers=1 tf32=0
 if [ "$device" = cpu ]; then peers=jax_jit,jax_fori
 else acts=tanh max_step_s=2 target_ms=50 budget=150 peers=jax_fori,jax_fori_highest; fi
 while [ $# -gt 0 ]; do
@@ -44,6 +47,9 @@ while [ $# -gt 0 ]; do
     --max-step-s) max_step_s=$2; shift ;;
     --budget) budget=$2; shift ;;
     --no-peers) run_peers=0 ;;
+    --tf32)
+      [ "$device" = gpu ] || { echo "bench/grid/run.sh: --tf32 applies to the GPU grid (the CPU multiplies in fp32)" >&2; exit 2; }
+      tf32=1 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | grep '^#'; exit 0 ;;
     *) echo "bench/grid/run.sh: unknown option '$1' (the modes and options follow)" >&2
        sed -n '2,/^set /p' "$0" | grep '^#' >&2; exit 2 ;;
@@ -103,6 +109,12 @@ for w in ${widths//,/ }; do
   [ $rc = 2 ] && exit 2  # a usage error, which the driver named
   [ $rc = 0 ] || echo "bench/grid/run.sh: the width-$w driver exited $rc; its cells so far are kept" >&2
   grep -v "_skip=" "$out/width.txt"; cat "$out/width.txt" >>"$out/tapeless.txt"
+  if [ "$tf32" = 1 ]; then  # the same cells with TF32 products, under their own keys
+    GRID_PRECISION=tf32 "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" \
+      --reps "$reps" --target-ms "$target_ms" --max-step-s "$max_step_s" |
+      sed 's/ tapeless_us=/ tapeless_tf32_us=/; s/ tapeless_skip=/ tapeless_tf32_skip=/' | tee -a "$out/tapeless.txt" |
+      grep -v "_skip="
+  fi
   { [ "$run_peers" = 1 ] && grep -q tapeless_us= "$out/width.txt"; } || continue
   left=$(awk -v a="$budget" -v b="$peers_spent" 'BEGIN { print a - b }'); start=$(date +%s.%N)
   PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" --depths "$depths" \
