@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tapeless/core/finite.hpp"
 #include "tapeless/cpu/batch.hpp"
 #include "tapeless/train/progress.hpp"
 
@@ -20,12 +23,10 @@ namespace detail {
 template <class T>
 std::string non_finite_data(const basic_matrix<T>& x, const basic_matrix<T>& y) {
   for (const auto* m : {&x, &y}) {
-    const auto values = m->values();
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]))
-        return std::string(" (") + (m == &x ? "x" : "y") + " holds " + (std::isnan(values[i]) ? "NaN" : "an infinity") +
-               " at feature " + std::to_string(i % m->features()) + " of sample " +
-               std::to_string(i / m->features()) + ")";
+    if (const auto i = first_non_finite<T>(m->values()))
+      return std::string(" (") + (m == &x ? "x" : "y") + " holds " +
+             (std::isnan(m->values()[*i]) ? "NaN" : "an infinity") + " at feature " +
+             std::to_string(*i % m->features()) + " of sample " + std::to_string(*i / m->features()) + ")";
   }
   return {};
 }
@@ -37,11 +38,11 @@ std::string non_finite_data(const basic_matrix<T>& x, const basic_matrix<T>& y) 
                       (std::isnan(value) ? "NaN" : "infinite") + " at step " + std::to_string(step + 1) + cause +
                       "; the parameters were left as before that step");
 }
-template <class Values>
-double first_non_finite(const Values& values) {
-  for (const auto v : values)
-    if (!std::isfinite(v)) return double(v);
-  return 0.0;
+// The first non-finite value of `values` (0 if none), for the message.
+template <class T, std::size_t N>
+double first_non_finite_value(std::span<const T, N> values) {
+  const auto at = first_non_finite<T>(values);
+  return at ? double(values[*at]) : 0.0;
 }
 }  // namespace detail
 
@@ -58,7 +59,8 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
                                                                   y.data(), x.batch(), state.gradient.data());
     if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, non_finite_data(x, y));
     if (!gradient_finite)
-      throw_non_finite(where, "gradient", state.step, first_non_finite(state.gradient.flat()), non_finite_data(x, y));
+      throw_non_finite(where, "gradient", state.step, first_non_finite_value(std::as_const(state.gradient).flat()),
+                       non_finite_data(x, y));
     // The update, parameter by parameter, split over threads for large models.
     constexpr std::size_t P = Model::parameter_count;
     const auto constants = state.optimizer.template at_step<T>(state.step + 1);

@@ -9,6 +9,8 @@
 #include <optional>
 #include <span>
 
+#include "tapeless/core/finite.hpp"  // first_non_finite, for values in memory
+
 namespace tl {
 
 enum class non_finite_values { reject, allow };
@@ -24,14 +26,6 @@ std::optional<std::size_t> first_non_finite_in_bytes(std::span<const std::byte> 
     T value;
     std::memcpy(&value, bytes.data() + i * sizeof(T), sizeof(T));
     if (!std::isfinite(value)) return i;
-  }
-  return std::nullopt;
-}
-
-template <class T>
-std::optional<std::size_t> first_non_finite(std::span<const T> values) {
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (!std::isfinite(values[i])) return i;
   }
   return std::nullopt;
 }
