@@ -87,7 +87,8 @@ out=${OUT:-$builddir/grid-$device}; mkdir -p "$out"
 rev=${SOURCE_REV:-$(git describe --always --dirty 2>/dev/null)}
 echo "# $(date -u +%FT%TZ) $rev $(nproc) cores: bash bench/grid/run.sh $device" \
      "--widths $widths --depths $depths --batches $batches --acts $acts --reps $reps --target-ms $target_ms" \
-     "--max-step-s $max_step_s $([ "$run_peers" = 1 ] && echo "--peers $peers --budget $budget" || echo --no-peers)" |
+     "--max-step-s $max_step_s $([ "$run_peers" = 1 ] && echo "--peers $peers --budget $budget" || echo --no-peers)" \
+     "$([ "$tf32" = 1 ] && echo --tf32)" |
   tee "$out/command.txt"
 
 targets=()
@@ -102,24 +103,24 @@ echo "build of ${#targets[@]} drivers: $(since "$start") s (ninja -j$(nproc); 0 
 # Width by width, tapeless then the peers on the cells it measured: on a shared machine,
 # both sides of a ratio see about the same load.
 peers_spent=0
+# The cells and their timing, the same for the drivers and the peers.
+cells=(--depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" --target-ms "$target_ms"
+       --max-step-s "$max_step_s")
 for w in ${widths//,/ }; do
-  "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" \
-    --target-ms "$target_ms" --max-step-s "$max_step_s" >"$out/width.txt"
+  "$builddir/bench/grid_${device}_w$w" "${cells[@]}" >"$out/width.txt"
   rc=$?
   [ $rc = 2 ] && exit 2  # a usage error, which the driver named
   [ $rc = 0 ] || echo "bench/grid/run.sh: the width-$w driver exited $rc; its cells so far are kept" >&2
   grep -v "_skip=" "$out/width.txt"; cat "$out/width.txt" >>"$out/tapeless.txt"
   if [ "$tf32" = 1 ]; then  # the same cells with TF32 products, under their own keys
-    GRID_PRECISION=tf32 "$builddir/bench/grid_${device}_w$w" --depths "$depths" --batches "$batches" --acts "$acts" \
-      --reps "$reps" --target-ms "$target_ms" --max-step-s "$max_step_s" |
+    GRID_PRECISION=tf32 "$builddir/bench/grid_${device}_w$w" "${cells[@]}" |
       sed 's/ tapeless_us=/ tapeless_tf32_us=/; s/ tapeless_skip=/ tapeless_tf32_skip=/' | tee -a "$out/tapeless.txt" |
       grep -v "_skip="
   fi
   { [ "$run_peers" = 1 ] && grep -q tapeless_us= "$out/width.txt"; } || continue
   left=$(awk -v a="$budget" -v b="$peers_spent" 'BEGIN { print a - b }'); start=$(date +%s.%N)
-  PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" --depths "$depths" \
-    --batches "$batches" --acts "$acts" --peers "$peers" --reps "$reps" --target-ms "$target_ms" \
-    --max-step-s "$max_step_s" --budget "$left" --cells-from "$out/width.txt" 2>>"$out/peers.err" |
+  PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" "${cells[@]}" --peers "$peers" \
+    --budget "$left" --cells-from "$out/width.txt" 2>>"$out/peers.err" |
     tee -a "$out/peers.txt" | grep -v "_skip=" || true
   peers_spent=$(awk -v a="$peers_spent" -v b="$(since "$start")" 'BEGIN { print a + b }')
 done
