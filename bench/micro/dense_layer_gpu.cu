@@ -102,10 +102,14 @@ template <std::size_t W, tl::matmul_precision Precision>
 void backward(benchmark::State& state) {
   layer_setup<W> s;
   static_assert(!gpu::fuses_first_layer<typename layer_setup<W>::model_type>, "times layer 1's own backward");
+  // The weight product on the side stream where the layered path puts it there (not at
+  // this batch, today), joined inside the timing.
+  const bool overlap = gpu::overlaps_weight_products(batch);
   time_launches(state, 4.0 * batch * W * W, 0, [&] {
     gpu::backward_layer<Precision, 1>(s.model, s.raw(s.params), s.raw(s.x), s.in(), s.slope(), s.previous_slope(), batch,
-                                      s.raw(s.ws.gradient), false, s.ws, cudaStream_t(0), s.ws.side.fork(cudaStream_t(0)));
-    s.ws.side.join(cudaStream_t(0));  // the weight product on the side stream, inside the timing
+                                      s.raw(s.ws.gradient), false, s.ws, cudaStream_t(0),
+                                      overlap ? s.ws.side.fork(cudaStream_t(0)) : cudaStream_t(0));
+    if (overlap) s.ws.side.join(cudaStream_t(0));
   });
 }
 

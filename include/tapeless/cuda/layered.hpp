@@ -115,6 +115,7 @@ void add_slice_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradie
 // result depends on the shape (0.76-1.12x: 64-wide chains at 65536 samples lost most),
 // so larger chunks keep one stream.
 inline constexpr std::size_t side_stream_rows = 16384;
+inline bool overlaps_weight_products(std::size_t rows) { return rows <= side_stream_rows; }
 
 // Backward of one chunk, from the last layer's deltas (in its slope rows); a thin
 // first layer's gradient comes with the second layer's (fuses_first_layer); the
@@ -126,7 +127,7 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
   T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
-  const bool overlap = rows <= side_stream_rows;
+  const bool overlap = overlaps_weight_products(rows);
   try {
     [&]<std::size_t... R>(std::index_sequence<R...>) {
       ([&] {
