@@ -36,8 +36,7 @@ __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
     input_delta_kernel(const T* w, const T* delta, const T* sums, T* previous_slope, std::size_t rows,
                        __nv_bfloat16* low, T* partials) {
   const std::size_t k = blockIdx.x * std::size_t(delta_block_columns) + threadIdx.x;
-  const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
-                    last = first + per < rows ? first + per : rows;
+  const auto [first, last] = block_slice(rows);
   T column = T(0);
   if (k < In) {
     T wk[Out > 0 ? Out : 1];  // this unit's column of W

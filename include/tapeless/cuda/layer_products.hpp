@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(first_layer_block_threads)
   constexpr unsigned columns = first_layer_block_columns(Out0), block_rows = first_layer_block_threads / columns;
   constexpr std::size_t width = In0 + 1 + Out1;  // dW0[o][k], db0[o], dW1[j][o]
   const std::size_t o = blockIdx.x * std::size_t(columns) + threadIdx.x;
-  const std::size_t per = (rows + gridDim.y - 1) / gridDim.y, first = blockIdx.y * per,
-                    last = first + per < rows ? first + per : rows;
+  const auto [first, last] = block_slice(rows);
   T acc[width] = {};
   if (o < Out0) {
     T v[In0], w[Out1 > 0 ? Out1 : 1];  // this unit's row of W0, its column of W1 (row-major Out1 x Out0)
@@ -253,7 +252,7 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     using first = typename Model::template layer_type<0>;
     static_assert(first_layer_gradient_contiguous<Model>,
                   "the fused first layer's partial rows are laid out as nn/dense.hpp lays out the gradient");
-    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = fused_weights ? Out : 0;
+    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = first_layer_fused_outputs<Model>;
     T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + first_layer_partial_offset<Model>;
     const T* params0 = params + Model::template parameter_offset<0>;
     const dim3 grid(unsigned(first_layer_column_blocks(Out0)), unsigned(first_layer_slices<Model>(rows)));

@@ -85,6 +85,20 @@ inline constexpr bool fuses_second_layer_weights = [] {
   if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
   else return false;
 }();
+// The slicing kernels (the fused first layer's, the input deltas') cut a chunk of
+// `rows` samples into 1 to `limit` slices of about `rows_per_slice`, one a blockIdx.y,
+// each block writing one partial row.
+inline std::size_t slice_count(std::size_t rows, std::size_t rows_per_slice, std::size_t limit) {
+  return std::clamp<std::size_t>(ceil_div(rows, rows_per_slice), 1, limit);
+}
+// This block's samples [first, last) of its slice; the last slices may be empty.
+struct sample_range {
+  std::size_t first, last;
+};
+__device__ inline sample_range block_slice(std::size_t rows) {
+  const std::size_t per = ceil_div(rows, gridDim.y), first = blockIdx.y * per;
+  return {first < rows ? first : rows, first + per < rows ? first + per : rows};
+}
 // That kernel runs blocks of up to 256 threads: up to 128 units of the first layer
 // (first_layer_block_columns, a warp's worth at least) by 256 / that many rows of
 // samples, over one slice of about first_layer_slice_rows samples; enough slices for up
@@ -94,30 +108,30 @@ inline constexpr bool fuses_second_layer_weights = [] {
 inline constexpr std::size_t first_layer_slice_rows = 64, first_layer_threads = std::size_t(1) << 18;
 inline constexpr unsigned first_layer_block_threads = 256;
 constexpr unsigned first_layer_block_columns(std::size_t units) {
-  return unsigned(std::min<std::size_t>(128, (units + 31) / 32 * 32));
+  return unsigned(std::min<std::size_t>(128, ceil_div(units, warp_size) * warp_size));
 }
 constexpr std::size_t first_layer_column_blocks(std::size_t units) {
-  return (units + first_layer_block_columns(units) - 1) / first_layer_block_columns(units);
+  return ceil_div(units, first_layer_block_columns(units));
 }
 constexpr std::size_t first_layer_slice_limit(std::size_t units) {
   return std::max<std::size_t>(1, first_layer_threads / (first_layer_column_blocks(units) * first_layer_block_threads));
 }
 template <class Model>
 std::size_t first_layer_slices(std::size_t rows) {
-  constexpr std::size_t units = Model::template layer_type<0>::outputs;
-  return std::clamp<std::size_t>((rows + first_layer_slice_rows - 1) / first_layer_slice_rows, 1,
-                                 first_layer_slice_limit(units));
+  return slice_count(rows, first_layer_slice_rows, first_layer_slice_limit(Model::template layer_type<0>::outputs));
 }
-// One slice's partial row: Out0 x (In0 + 1) values, and Out1 x Out0 with the second
-// layer's weights.
+// The second layer's outputs whose weights that kernel takes (0 when it takes none).
 template <class Model>
-inline constexpr std::size_t first_layer_partial_width = [] {
-  using first = typename Model::template layer_type<0>;
-  constexpr std::size_t own = first::outputs * (first::inputs + 1);
-  if constexpr (fuses_second_layer_weights<Model>) return own + Model::template layer_type<1>::parameter_count -
-                                                                Model::template layer_type<1>::outputs;
-  else return own;
+inline constexpr std::size_t first_layer_fused_outputs = [] {
+  if constexpr (fuses_second_layer_weights<Model>) return Model::template layer_type<1>::outputs;
+  else return std::size_t(0);
 }();
+// One slice's partial row, as the kernel writes it: per unit o of the first layer,
+// dW0[o][k] (In0 values), db0[o] and dW1[j][o] (Out1 values).
+template <class Model>
+inline constexpr std::size_t first_layer_partial_width =
+    Model::template layer_type<0>::outputs *
+    (Model::template layer_type<0>::inputs + 1 + first_layer_fused_outputs<Model>);
 // Whether that row is one contiguous run of the gradient (nn/dense.hpp's layout: weights,
 // then biases, layer after layer).
 template <class Model>
@@ -147,14 +161,12 @@ inline constexpr std::size_t first_layer_partial_count =
 // empty and writes zeros), one partial row per slice, added in a fixed order by
 // slice_sums_kernel (cuda/slice_sums.hpp), one warp a gradient entry.
 inline constexpr unsigned delta_block_columns = 32, delta_block_rows = 8, delta_slice_rows = 32;
-constexpr std::size_t delta_column_blocks(std::size_t width) {
-  return (width + delta_block_columns - 1) / delta_block_columns;
-}
+constexpr std::size_t delta_column_blocks(std::size_t width) { return ceil_div(width, delta_block_columns); }
 constexpr std::size_t delta_slice_limit(std::size_t width) {
   return std::max<std::size_t>(1, 1024 / delta_column_blocks(width));
 }
 inline std::size_t delta_slices(std::size_t rows, std::size_t width) {
-  return std::clamp<std::size_t>((rows + delta_slice_rows - 1) / delta_slice_rows, 1, delta_slice_limit(width));
+  return slice_count(rows, delta_slice_rows, delta_slice_limit(width));
 }
 // The slices of a chunk for layer L's deltas: the input-delta kernel that writes them
 // (layer L + 1's backward) and add_slice_sums, which adds them, both ask here.
