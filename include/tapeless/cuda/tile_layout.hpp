@@ -3,6 +3,7 @@
 // unit, and each thread keeps a fixed slice of every layer's gradient in registers.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -56,9 +57,11 @@ __device__ inline void fma4(float4& acc, float s, float4 v) {
 // Layer L's shapes. With fp32, its weight gradient is cut into 4x4 micro-tiles with
 // outputs o = og + out_groups r and inputs i = ig + in_groups r (r < 4); micro-tile t
 // has og = t % out_groups, so threads next to each other own neighbouring rows and
-// their 16-byte loads hit distinct banks. With tensor cores (uses_mma), into groups
-// of 16x8 tiles, warp w owning groups w, w + 8, ... (4 registers a tile). Bias
-// gradients: 4 threads an output, each a quarter of the tile's samples.
+// their 16-byte loads hit distinct banks. A thin layer has fewer micro-tiles than
+// threads, so each is split over `split` threads by samples (see sample_split) and
+// summed once, at the end. With tensor cores (uses_mma), into groups of 16x8 tiles,
+// warp w owning groups w, w + 8, ... (4 registers a tile). Bias gradients: 4 threads
+// an output, each a quarter of the tile's samples.
 template <class Model, std::size_t L, matmul_precision P>
 struct tiled_layer {
   using layer = typename Model::template layer_type<L>;
@@ -66,13 +69,23 @@ struct tiled_layer {
   static constexpr bool uses_mma = P == matmul_precision::tf32 && In % 16 == 0 && Out % 16 == 0;
   static constexpr std::size_t out_groups = ceil_div(Out, 4), in_groups = ceil_div(In, 4);
   static constexpr std::size_t gradient_tiles = out_groups * in_groups;
+  // The weight gradient's stage runs beside the input delta's, whose threads each take
+  // Out multiply-adds a sample where a micro-tile takes 4 x 4: splitting a micro-tile's
+  // samples 64 / Out ways (at most 4, and while the threads last) evens the two out.
+  static constexpr std::size_t split = [] {
+    std::size_t s = 1;
+    while (s < 4 && 2 * s * Out <= tile && 2 * s * gradient_tiles <= tiled_threads) s *= 2;
+    return s;
+  }();
+  // Threads of the packed slots (tiled_layout), whole warps: a stage's warps then hold
+  // one layer's work each.
+  static constexpr std::size_t gradient_threads = uses_mma ? 0 : ceil_div(gradient_tiles * split, warp_size) * warp_size;
+  static constexpr std::size_t bias_threads = ceil_div(4 * Out, warp_size) * warp_size;
   // Tensor cores: groups of one 16-row tile and mma_group 8-column tiles of dW.
   static constexpr std::size_t mma_group = In / 8 % 4 == 0 ? 4 : 2;
   static constexpr std::size_t mma_groups = (Out / 16) * (In / 8 / mma_group);
-  static constexpr std::size_t rounds =
-      uses_mma ? ceil_div(mma_groups, tiled_warps) : ceil_div(gradient_tiles, tiled_threads);
-  static constexpr std::size_t bias_rounds = ceil_div(4 * Out, tiled_threads);
-  static constexpr std::size_t slice = rounds * (uses_mma ? 4 * mma_group : 16) + bias_rounds;
+  static constexpr std::size_t mma_rounds = ceil_div(mma_groups, tiled_warps);
+  static constexpr std::size_t mma_slice = uses_mma ? mma_rounds * 4 * mma_group : 0;
   // Weight rows start 16-byte aligned and hold whole float4s.
   static constexpr bool float4_rows = In % 4 == 0 && weights_at<Model, L> % 4 == 0;
   // Tensor-core layers keep a TF32-rounded copy of W, rows padded to In + 4 floats
@@ -81,26 +94,49 @@ struct tiled_layer {
   static constexpr std::size_t mma_copy_floats = uses_mma ? Out * mma_row : 0;
 };
 
-// The micro-tile a thread takes first in a stage (forward 0, weight gradient 1) of
-// layer L: a thin layer's stage has fewer micro-tiles than threads, and rotating by
-// whole warps puts each such stage on another scheduler (warp w issues on w % 4).
-template <std::size_t L, int Stage>
+// The micro-tile a thread takes first in layer L's forward: a thin layer has fewer
+// micro-tiles than threads, and rotating by whole warps puts each layer's on another
+// scheduler (warp w issues on w % 4).
+template <std::size_t L>
 __device__ inline std::size_t first_micro_tile() {
-  return (threadIdx.x + warp_size * ((3 * L + 5 * Stage) % tiled_warps)) % tiled_threads;
+  return (threadIdx.x + warp_size * ((3 * L + 5) % tiled_warps)) % tiled_threads;
 }
 
-// Sums of a per-layer quantity over layers [0, layer).
-template <class Model, matmul_precision P, std::size_t... L>
-constexpr std::size_t slice_offset(std::size_t layer, std::index_sequence<L...>) {
-  std::size_t offset = 0, l = 0;
-  ((offset += l++ < layer ? tiled_layer<Model, L, P>::slice : 0), ...);
-  return offset;
+// Where blocks of virtual threads go in slots of tiled_threads, first fit: a block of
+// at most a slot goes whole into the first slot with room for it, a larger one takes
+// slots of its own. A block crossing into another slot would run its two parts one
+// after the other in the warps that hold both, and compile its loop twice (a 64x64
+// layer packed end to end ran 1-64-64-1 0.95x). Returns each block's first virtual
+// thread, then the slot count.
+template <std::size_t N>
+constexpr std::array<std::size_t, N + 1> first_fit(const std::array<std::size_t, N>& sizes) {
+  std::array<std::size_t, N + 1> placed{};
+  std::array<std::size_t, N> fill{};  // slots holding blocks of at most a slot: at most N
+  std::array<std::size_t, N> index{};
+  std::size_t slots = 0, open = 0;  // all slots; those that small blocks share
+  for (std::size_t b = 0; b < N; ++b) {
+    const std::size_t n = sizes[b];
+    if (n == 0) continue;  // a tensor-core layer: no fp32 slots
+    if (n > tiled_threads) {
+      placed[b] = slots * tiled_threads;
+      slots += ceil_div(n, tiled_threads);
+      continue;
+    }
+    std::size_t j = 0;
+    while (j < open && fill[j] + n > tiled_threads) ++j;
+    if (j == open) {
+      index[open++] = slots++;
+    }
+    placed[b] = index[j] * tiled_threads + fill[j];
+    fill[j] += n;
+  }
+  placed[N] = slots;
+  return placed;
 }
-template <class Model, matmul_precision P, std::size_t... L>
-constexpr std::size_t mma_copy_offset(std::size_t layer, std::index_sequence<L...>) {
-  std::size_t offset = 0, l = 0;
-  ((offset += l++ < layer ? tiled_layer<Model, L, P>::mma_copy_floats : 0), ...);
-  return offset;
+
+template <class Model, matmul_precision P, class Field, std::size_t... L>
+constexpr std::array<std::size_t, sizeof...(L)> per_layer(Field field, std::index_sequence<L...>) {
+  return {field(tiled_layer<Model, L, P>{})...};
 }
 
 // Shared floats: the parameters, then rows of `row` floats (the input tile, each
@@ -111,14 +147,39 @@ inline constexpr std::size_t params_floats = round4(Model::parameter_count);
 template <class Model>
 inline constexpr std::size_t row_floats = (Model::inputs + 2 * output_count<Model>) * row;
 
+// Packed slots: the layers' fp32 weight-gradient threads (and, apart, their bias
+// threads) are placed over "virtual threads" g = threadIdx.x + tiled_threads k
+// (first_fit), and virtual thread g keeps its sums in slot k. Thin layers then share a
+// slot instead of each taking one: 16 registers a slot instead of 16 a layer, which
+// keeps 2-16x7-1's sums in registers (136 floats a thread before, spilled; 34 now).
 template <class Model, matmul_precision P>
 struct tiled_layout {
   using layers = std::make_index_sequence<Model::depth>;
-  static constexpr std::size_t registers = slice_offset<Model, P>(Model::depth, layers{});
+  static constexpr auto gradient_packing =
+      first_fit(per_layer<Model, P>([](auto s) { return decltype(s)::gradient_threads; }, layers{}));
+  static constexpr auto bias_packing =
+      first_fit(per_layer<Model, P>([](auto s) { return decltype(s)::bias_threads; }, layers{}));
+  static constexpr auto mma_slices = per_layer<Model, P>([](auto s) { return decltype(s)::mma_slice; }, layers{});
+  static constexpr auto mma_copies = per_layer<Model, P>([](auto s) { return decltype(s)::mma_copy_floats; }, layers{});
+  static constexpr std::size_t sum_before(const std::array<std::size_t, Model::depth>& values, std::size_t layer) {
+    std::size_t sum = 0;
+    for (std::size_t l = 0; l < layer; ++l) sum += values[l];
+    return sum;
+  }
   template <std::size_t L>
-  static constexpr std::size_t slice = slice_offset<Model, P>(L, layers{});
+  static constexpr std::size_t mma_slice = sum_before(mma_slices, L);
   template <std::size_t L>
-  static constexpr std::size_t mma_copy = params_floats<Model> + row_floats<Model> + mma_copy_offset<Model, P>(L, layers{});
+  static constexpr std::size_t gradient_start = gradient_packing[L];
+  template <std::size_t L>
+  static constexpr std::size_t bias_start = bias_packing[L];
+  static constexpr std::size_t gradient_slots = gradient_packing[Model::depth];
+  static constexpr std::size_t bias_slots = bias_packing[Model::depth];
+  // Registers: the tensor-core layers' groups, 16 a weight-gradient slot, 1 a bias slot.
+  static constexpr std::size_t gradient_registers = mma_slice<Model::depth>;
+  static constexpr std::size_t bias_registers = gradient_registers + 16 * gradient_slots;
+  static constexpr std::size_t registers = bias_registers + bias_slots;
+  template <std::size_t L>
+  static constexpr std::size_t mma_copy = params_floats<Model> + row_floats<Model> + sum_before(mma_copies, L);
   static constexpr std::size_t shared_floats = mma_copy<Model::depth>;
 };
 

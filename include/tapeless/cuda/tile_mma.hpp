@@ -135,11 +135,11 @@ __device__ inline void mma_weight_gradient(float* shared, float (&acc)[R]) {
   const float* in = tile_out<Model, L - 1>(shared);
   const float* delta = tile_slope<Model, L>(shared);
 #pragma unroll
-  for (std::size_t q = 0; q < shape::rounds; ++q) {
+  for (std::size_t q = 0; q < shape::mma_rounds; ++q) {
     const std::size_t group = threadIdx.x / warp_size + q * tiled_warps;
     if (group >= shape::mma_groups) break;
     const std::size_t m0 = 16 * (group / per_row), n0 = 8 * NT * (group % per_row);
-    float* a = acc + tiled_layout<Model, P>::template slice<L> + 4 * NT * q;
+    float* a = acc + tiled_layout<Model, P>::template mma_slice<L> + 4 * NT * q;
     float c[NT][4];
 #pragma unroll
     for (std::size_t e = 0; e < 4 * NT; ++e) c[e / 4][e % 4] = a[e];
@@ -199,11 +199,11 @@ __device__ inline void mma_store_weights(const float (&acc)[R], float* out) {
   constexpr std::size_t NT = shape::mma_group, per_row = shape::In / 8 / NT;
   const lane_position l;
 #pragma unroll
-  for (std::size_t q = 0; q < shape::rounds; ++q) {
+  for (std::size_t q = 0; q < shape::mma_rounds; ++q) {
     const std::size_t group = threadIdx.x / warp_size + q * tiled_warps;
     if (group >= shape::mma_groups) break;
     const std::size_t m0 = 16 * (group / per_row), n0 = 8 * NT * (group % per_row);
-    const float* a = acc + tiled_layout<Model, P>::template slice<L> + 4 * NT * q;
+    const float* a = acc + tiled_layout<Model, P>::template mma_slice<L> + 4 * NT * q;
 #pragma unroll
     for (std::size_t e = 0; e < 4 * NT; ++e) {
       const std::size_t j = e / 4, r = e % 4, o = m0 + l.g + 8 * (r / 2), i = n0 + 8 * j + 2 * l.t + r % 2;

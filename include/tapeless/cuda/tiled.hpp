@@ -2,10 +2,10 @@
 // scaled fit's 1-64-64-1 has 4353 parameters). A block copies the parameters to
 // shared memory once, then takes tiles of 64 samples and keeps each tile's
 // activations and deltas in shared memory, one row of 64 samples per unit, layer by
-// layer (cuda/tile_layout.hpp); each thread owns a fixed slice of every layer's
-// weight gradient and accumulates it in registers over all the block's tiles, so
-// activations never leave the chip and each block writes one partial, summed by
-// reduce_update_kernel.
+// layer (cuda/tile_layout.hpp); each thread owns fixed micro-tiles of the layers'
+// weight gradients (packed, so thin layers share registers) and accumulates them over
+// all the block's tiles, so activations never leave the chip and each block writes
+// one partial, summed by reduce_update_kernel.
 //
 // With fp32 (the default), all three products of a layer are register-blocked the
 // same way: a thread computes a 4x4 micro-tile (4 units x 4 samples, or 4 outputs x
@@ -34,7 +34,7 @@ __device__ inline void fp32_forward(const Model& model, const float* params, flo
   const float* b = params + bias_at<Model, L>;
   const float* in = tile_out<Model, L - 1>(shared);
   const auto& act = model.template sublayer<L>().activation;
-  for (std::size_t t = first_micro_tile<L, 0>(); t < G * sample_quads; t += tiled_threads) {
+  for (std::size_t t = first_micro_tile<L>(); t < G * sample_quads; t += tiled_threads) {
     const std::size_t s = 4 * (t % sample_quads), og = t / sample_quads;  // outputs og + G r
     float4 z[4];
 #pragma unroll
@@ -90,63 +90,88 @@ __device__ inline void tile_forward(const Model& model, const float* params, flo
   if constexpr (L + 1 < Model::depth) tile_forward<Model, P, L + 1>(model, params, shared);
 }
 
-// Layer L's weight gradient over one tile with fp32 FMAs, added into this thread's
-// slice: per round one micro-tile.
-template <class Model, std::size_t L, matmul_precision P, std::size_t R>
-__device__ inline void fp32_weight_gradient(float* shared, float (&acc)[R]) {
-  using shape = tiled_layer<Model, L, P>;
-  constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
-  const float* in = tile_out<Model, L - 1>(shared);
-  const float* delta = tile_slope<Model, L>(shared);
+// Calls f(k, local, mine) for each slot k that layer L's packed threads [Start, Start +
+// Count) reach (tile_layout.hpp): this thread is virtual thread g = threadIdx.x +
+// tiled_threads k there, local = g - Start, and `mine` says whether g is one of them.
+// Every thread calls f for the same k, so f may shuffle within a warp.
+template <std::size_t Start, std::size_t Count, class F>
+__device__ inline void for_each_packed(F&& f) {
+  if constexpr (Count > 0) {
+    constexpr std::size_t first = Start / tiled_threads, last = ceil_div(Start + Count, tiled_threads);
 #pragma unroll
-  for (std::size_t q = 0; q < shape::rounds; ++q) {
-    const std::size_t t = first_micro_tile<L, 1>() + q * tiled_threads, og = t % Go, ig = t / Go;
-    float* a = acc + tiled_layout<Model, P>::template slice<L> + q * 16;
-    if (t >= shape::gradient_tiles) break;
-    for (std::size_t s = 0; s < tile; s += 4) {
-      float4 d[4], x[4];
-#pragma unroll
-      for (std::size_t r = 0; r < 4; ++r) {
-        d[r] = Out % 4 == 0 || og + Go * r < Out ? load4(delta + (og + Go * r) * row + s) : float4{};
-        x[r] = In % 4 == 0 || ig + Gi * r < In ? load4(in + (ig + Gi * r) * row + s) : float4{};
-      }
-#pragma unroll
-      for (std::size_t ro = 0; ro < 4; ++ro) {
-#pragma unroll
-        for (std::size_t ri = 0; ri < 4; ++ri) {
-          float& g = a[ro * 4 + ri];
-          g += d[ro].x * x[ri].x;
-          g += d[ro].y * x[ri].y;
-          g += d[ro].z * x[ri].z;
-          g += d[ro].w * x[ri].w;
-        }
-      }
+    for (std::size_t k = first; k < last; ++k) {
+      const std::size_t g = threadIdx.x + k * tiled_threads;
+      f(k, g - Start, g - Start < Count);  // unsigned: below Start wraps past Count
     }
   }
 }
 
+// Layer L's weight gradient over one tile with fp32 FMAs, added into this thread's
+// packed slots: a 4x4 micro-tile over its part of the tile's samples. Part p of S takes
+// 32 / S samples at 32 / S x p in every 32, so the 8 threads of a 16-byte load phase
+// (8 / S micro-tiles x S parts) read distinct banks.
+template <class Model, std::size_t L, matmul_precision P, std::size_t R>
+__device__ inline void fp32_weight_gradient(float* shared, float (&acc)[R]) {
+  using shape = tiled_layer<Model, L, P>;
+  using layout = tiled_layout<Model, P>;
+  constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
+  constexpr std::size_t S = shape::split, part_samples = 32 / S;
+  const float* in = tile_out<Model, L - 1>(shared);
+  const float* delta = tile_slope<Model, L>(shared);
+  for_each_packed<layout::template gradient_start<L>, shape::gradient_threads>(
+      [&](std::size_t k, std::size_t local, bool mine) {
+        const std::size_t t = local / S, og = t % Go, ig = t / Go;
+        if (!mine || t >= shape::gradient_tiles) return;
+        float* a = acc + layout::gradient_registers + 16 * k;
+        for (std::size_t span = 0; span < tile; span += 32) {
+#pragma unroll
+          for (std::size_t j = 0; j < part_samples; j += 4) {
+            const std::size_t s = span + part_samples * (local % S) + j;
+            float4 d[4], x[4];
+#pragma unroll
+            for (std::size_t r = 0; r < 4; ++r) {
+              d[r] = Out % 4 == 0 || og + Go * r < Out ? load4(delta + (og + Go * r) * row + s) : float4{};
+              x[r] = In % 4 == 0 || ig + Gi * r < In ? load4(in + (ig + Gi * r) * row + s) : float4{};
+            }
+#pragma unroll
+            for (std::size_t ro = 0; ro < 4; ++ro) {
+#pragma unroll
+              for (std::size_t ri = 0; ri < 4; ++ri) {
+                float& g = a[ro * 4 + ri];
+                g += d[ro].x * x[ri].x;
+                g += d[ro].y * x[ri].y;
+                g += d[ro].z * x[ri].z;
+                g += d[ro].w * x[ri].w;
+              }
+            }
+          }
+        }
+      });
+}
+
 // Layer L's bias gradients over one tile: output o's four quarters of the tile are
-// summed by threads 4o..4o+3 and added together with two shuffles.
+// summed by packed threads 4o..4o+3 and added together with two shuffles.
 template <class Model, std::size_t L, matmul_precision P, std::size_t R>
 __device__ inline void tile_bias_gradient(float* shared, float (&acc)[R]) {
   using shape = tiled_layer<Model, L, P>;
+  using layout = tiled_layout<Model, P>;
   constexpr std::size_t quarter = tile / 4;
   const float* delta = tile_slope<Model, L>(shared);
+  for_each_packed<layout::template bias_start<L>, shape::bias_threads>(
+      [&](std::size_t k, std::size_t local, bool mine) {
+        const std::size_t o = local / 4, first = quarter * (local % 4);
+        float sum = 0.0f;
+        if (mine && o < shape::Out) {
 #pragma unroll
-  for (std::size_t q = 0; q < shape::bias_rounds; ++q) {
-    const std::size_t t = threadIdx.x + q * tiled_threads, o = t / 4, first = quarter * (t % 4);
-    float sum = 0.0f;
-    if (o < shape::Out) {
-#pragma unroll
-      for (std::size_t s = first; s < first + quarter; s += 4) {
-        const float4 d = load4(delta + o * row + s);
-        sum += d.x + d.y + d.z + d.w;
-      }
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    acc[tiled_layout<Model, P>::template slice<L> + shape::slice - shape::bias_rounds + q] += sum;
-  }
+          for (std::size_t s = first; s < first + quarter; s += 4) {
+            const float4 d = load4(delta + o * row + s);
+            sum += d.x + d.y + d.z + d.w;
+          }
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (mine) acc[layout::bias_registers + k] += sum;
+      });
 }
 
 // The delta below layer L with fp32 FMAs: slope[L-1][i][s] *= sum_o W[o][i]
@@ -158,7 +183,12 @@ __device__ inline void fp32_input_delta(const float* params, float* shared) {
   const float* w = params + weights_at<Model, L>;
   const float* delta = tile_slope<Model, L>(shared);
   float* below = tile_slope<Model, L - 1>(shared);
-  for (std::size_t t = threadIdx.x; t < ceil_div(In, 4) * sample_quads; t += tiled_threads) {
+  // It runs beside layer L's weight gradient: start at the first whole warp after that.
+  constexpr std::size_t gradient_end =
+      tiled_layout<Model, matmul_precision::fp32>::template gradient_start<L> + shape::gradient_threads;
+  constexpr std::size_t first_thread = ceil_div(gradient_end, warp_size) * warp_size % tiled_threads;
+  const std::size_t me = (threadIdx.x + tiled_threads - first_thread) % tiled_threads;
+  for (std::size_t t = me; t < ceil_div(In, 4) * sample_quads; t += tiled_threads) {
     const std::size_t s = 4 * (t % sample_quads), i = 4 * (t / sample_quads);
     float4 d[4] = {};
     for (std::size_t o = 0; o < Out; ++o) {
@@ -203,39 +233,47 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
   }
 }
 
-// Writes this thread's fp32 weight-gradient micro-tiles of layer L to `out`.
+// Writes layer L's fp32 weight gradient to `out`: the S parts of a micro-tile are
+// neighbouring lanes, added pairwise (a fixed order) into the first.
 template <class Model, std::size_t L, matmul_precision P, std::size_t R>
 __device__ inline void fp32_store_weights(const float (&acc)[R], float* out) {
   using shape = tiled_layer<Model, L, P>;
+  using layout = tiled_layout<Model, P>;
   constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
+  constexpr std::size_t S = shape::split;
+  for_each_packed<layout::template gradient_start<L>, shape::gradient_threads>(
+      [&](std::size_t k, std::size_t local, bool mine) {
+        float a[16];
 #pragma unroll
-  for (std::size_t q = 0; q < shape::rounds; ++q) {
-    const std::size_t t = first_micro_tile<L, 1>() + q * tiled_threads, og = t % Go, ig = t / Go;
-    const float* a = acc + tiled_layout<Model, P>::template slice<L> + q * 16;
-    if (t >= shape::gradient_tiles) break;
+        for (std::size_t e = 0; e < 16; ++e) {
+          a[e] = acc[layout::gradient_registers + 16 * k + e];
+          for (std::size_t lanes = 1; lanes < S; lanes *= 2) a[e] += __shfl_xor_sync(0xffffffffu, a[e], lanes);
+        }
+        const std::size_t t = local / S, og = t % Go, ig = t / Go;
+        if (!mine || local % S != 0 || t >= shape::gradient_tiles) return;
 #pragma unroll
-    for (std::size_t ro = 0; ro < 4; ++ro) {
-      const std::size_t o = og + Go * ro;
-      if (o >= Out) continue;
+        for (std::size_t ro = 0; ro < 4; ++ro) {
+          const std::size_t o = og + Go * ro;
+          if (o >= Out) continue;
 #pragma unroll
-      for (std::size_t ri = 0; ri < 4; ++ri)
-        if (ig + Gi * ri < In) out[weights_at<Model, L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
-    }
-  }
+          for (std::size_t ri = 0; ri < 4; ++ri)
+            if (ig + Gi * ri < In) out[weights_at<Model, L> + o * In + ig + Gi * ri] = a[ro * 4 + ri];
+        }
+      });
 }
 
-// Writes this thread's slice of layer L's gradient to the block's partial row.
+// Writes this thread's share of layer L's gradient to the block's partial row.
 template <class Model, std::size_t L, matmul_precision P, std::size_t R>
 __device__ inline void store_slice(const float (&acc)[R], float* out) {
   using shape = tiled_layer<Model, L, P>;
+  using layout = tiled_layout<Model, P>;
   if constexpr (shape::uses_mma) mma_store_weights<Model, L, P>(acc, out);
   else fp32_store_weights<Model, L, P>(acc, out);
-#pragma unroll
-  for (std::size_t q = 0; q < shape::bias_rounds; ++q) {
-    const std::size_t t = threadIdx.x + q * tiled_threads, o = t / 4;
-    if (t % 4 == 0 && o < shape::Out)
-      out[bias_at<Model, L> + o] = acc[tiled_layout<Model, P>::template slice<L> + shape::slice - shape::bias_rounds + q];
-  }
+  for_each_packed<layout::template bias_start<L>, shape::bias_threads>(
+      [&](std::size_t k, std::size_t local, bool mine) {
+        if (mine && local % 4 == 0 && local / 4 < shape::Out)
+          out[bias_at<Model, L> + local / 4] = acc[layout::bias_registers + k];
+      });
 }
 
 // Per-step partial sums, tiled: the same output as partial_sums_kernel.
