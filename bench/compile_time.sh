@@ -2,7 +2,8 @@
 # Clean-build times with g++ of examples/polyfit and of dense chains of depth 2..16
 # (width 16, gelu), the seed fit's training loop instantiated for each; median of 3.
 # With --nvcc, the nvcc builds instead (-O2 -arch=sm_90, as meson builds .cu): the seed
-# fit trained on the GPU, and issue 8's 2-128x3-1 silu chain (the layered path).
+# fit trained on the GPU, issue 8's 2-128x3-1 silu chain (the layered path), and the
+# grid's 32-8 (the tiled kernels, the layered path compiled in beside them).
 #   bash bench/compile_time.sh [--nvcc]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,8 +58,10 @@ if [ "${1:-}" = --nvcc ]; then
   echo "|---|---|"
   gpu_source "tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()" >"$work/seed.cu"
   gpu_source "tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 1>()" >"$work/issue.cu"
+  gpu_source "tl::dense<2, 32>(tl::tanh), $(printf 'tl::dense<32, 32>(tl::tanh), %.0s' 1 2 3 4 5 6)tl::dense<32, 1>()" >"$work/deep.cu"
   printf "| seed fit on the GPU (1-16-1 gelu, per-thread kernels) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/seed.cu" -o "$work/seed" -lcublasLt)"
   printf "| issue 8's 2-128x3-1 silu (layered path, cuBLASLt) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/issue.cu" -o "$work/issue" -lcublasLt)"
+  printf "| the grid's 2-32x7-1 tanh (tiled path, fp32 and TF32, and layered) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/deep.cu" -o "$work/deep" -lcublasLt)"
   exit 0
 fi
 echo "| build (g++ $(g++ -dumpfullversion), $(nproc) cores, $(date -u +%F)) | seconds (median of 3) |"

@@ -1,6 +1,7 @@
 // The shared-memory and register layout of the tiled kernels (cuda/tiled.hpp): a
 // block keeps one tile of samples in shared memory, one row of `tile` samples per
-// unit, and each thread keeps a fixed slice of every layer's gradient in registers.
+// unit, and its threads keep the layers' weight-gradient sums in registers, packed
+// over slots (tiled_layout).
 #pragma once
 
 #include <array>
@@ -58,7 +59,7 @@ __device__ inline void fma4(float4& acc, float s, float4 v) {
 // outputs o = og + out_groups r and inputs i = ig + in_groups r (r < 4); micro-tile t
 // has og = t % out_groups, so threads next to each other own neighbouring rows and
 // their 16-byte loads hit distinct banks. A thin layer has fewer micro-tiles than
-// threads, so each is split over `split` threads by samples (see sample_split) and
+// threads, so each is split over `split` threads by samples (fp32_weight_gradient) and
 // summed once, at the end. With tensor cores (uses_mma), into groups of 16x8 tiles,
 // warp w owning groups w, w + 8, ... (4 registers a tile). Bias gradients: 4 threads
 // an output, each a quarter of the tile's samples.
