@@ -56,12 +56,16 @@ if [ "${1:-}" = --nvcc ]; then
   nvcc_flags=(-std=c++20 -O2 -arch=sm_90 --expt-relaxed-constexpr -Xcompiler=-fno-trapping-math,-pthread -Iinclude)
   echo "| build ($("$nvcc" --version | grep -o 'release [0-9.]*'), $(nproc) cores, $(date -u +%F)) | seconds (median of 3) |"
   echo "|---|---|"
-  gpu_source "tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()" >"$work/seed.cu"
-  gpu_source "tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 1>()" >"$work/issue.cu"
-  gpu_source "tl::dense<2, 32>(tl::tanh), $(printf 'tl::dense<32, 32>(tl::tanh), %.0s' 1 2 3 4 5 6)tl::dense<32, 1>()" >"$work/deep.cu"
-  printf "| seed fit on the GPU (1-16-1 gelu, per-thread kernels) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/seed.cu" -o "$work/seed" -lcublasLt)"
-  printf "| issue 8's 2-128x3-1 silu (layered path, cuBLASLt) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/issue.cu" -o "$work/issue" -lcublasLt)"
-  printf "| the grid's 2-32x7-1 tanh (tiled path, fp32 and TF32, and layered) | %.2f |\n" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/deep.cu" -o "$work/deep" -lcublasLt)"
+  nvcc_row() {  # label, layers -> a table row: the median build time of gpu_source's program
+    gpu_source "$2" >"$work/gpu.cu"
+    printf "| %s | %.2f |\n" "$1" "$(median_seconds "$nvcc" "${nvcc_flags[@]}" "$work/gpu.cu" -o "$work/gpu" -lcublasLt)"
+  }
+  nvcc_row "seed fit on the GPU (1-16-1 gelu, per-thread kernels)" "tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()"
+  nvcc_row "issue 8's 2-128x3-1 silu (layered path, cuBLASLt)" \
+    "tl::dense<2, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 128>(tl::silu), tl::dense<128, 1>()"
+  hidden=$(printf 'tl::dense<32, 32>(tl::tanh), %.0s' 1 2 3 4 5 6)  # six 32 -> 32 layers
+  nvcc_row "the grid's 2-32x7-1 tanh (tiled path, fp32 and TF32, and layered)" \
+    "tl::dense<2, 32>(tl::tanh), ${hidden}tl::dense<32, 1>()"
   exit 0
 fi
 echo "| build (g++ $(g++ -dumpfullversion), $(nproc) cores, $(date -u +%F)) | seconds (median of 3) |"
