@@ -65,6 +65,45 @@ TEST(TiledPath, SanitizerSizedThinDeepModel) {  // two tiles and a partial one, 
   check_tiled(thin_deep_model(), 150, tl::matmul_precision::fp32, 1e-5);
   check_tiled(thin_deep_model(), 150, tl::matmul_precision::tf32, 1e-2);
 }
+
+// Models whose 64-sample tile leaves room for one block a multiprocessor, and whose
+// widest layer has 64 outputs or more, take tiles of 32 (tiled_layout::tile): the
+// grid's 64-4 and a 100-wide layer (rows of whole float4s, widths no multiple of 16).
+// The grid's 32-8 would fit two blocks at 32 too, but keeps 64 (its layers are thin).
+auto grid_64_4() {
+  return tl::chain(tl::dense<2, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh),
+                   tl::dense<64, 1>());
+}
+auto grid_32_8() {
+  return tl::chain(tl::dense<2, 32>(tl::silu), tl::dense<32, 32>(tl::silu), tl::dense<32, 32>(tl::tanh),
+                   tl::dense<32, 32>(tl::gelu), tl::dense<32, 32>(tl::silu), tl::dense<32, 32>(tl::tanh),
+                   tl::dense<32, 32>(tl::silu), tl::dense<32, 1>());
+}
+auto wide_100() { return tl::chain(tl::dense<2, 100>(tl::gelu), tl::dense<100, 100>(tl::tanh), tl::dense<100, 3>()); }
+template <class Model>
+constexpr std::size_t fp32_tile = tl::detail::gpu::tiled_layout<Model, tl::matmul_precision::fp32>::tile;
+static_assert(fp32_tile<decltype(grid_64_4())> == 32 && fp32_tile<decltype(grid_32_8())> == 64 &&
+              fp32_tile<decltype(wide_100())> == 32 && fp32_tile<decltype(thin_deep_model())> == 64);
+
+TEST(TiledPath, ShortTilesMatchCpu) {
+  for (std::size_t batch : {1u, 31u, 32u, 33u, 1000u, 70001u}) {
+    check_tiled(grid_64_4(), batch, tl::matmul_precision::fp32, 1e-5);
+    check_tiled(grid_32_8(), batch, tl::matmul_precision::fp32, 1e-5);
+    check_tiled(wide_100(), batch, tl::matmul_precision::fp32, 1e-5);
+  }
+  check_tiled(grid_64_4(), 70001, tl::matmul_precision::tf32, 1e-2);
+}
+
+// One dense layer of 80 outputs (its own first and last layer), and batches around
+// whole tiles.
+TEST(TiledPath, OneLayerModelMatchesCpu) {
+  const auto model = tl::chain(tl::dense<4, 80>(tl::tanh));
+  for (std::size_t batch : {1u, 63u, 64u, 65u, 1000u}) check_tiled(model, batch, tl::matmul_precision::fp32, 1e-5);
+}
+
+TEST(TiledPath, SanitizerSizedShortTiles) {  // three tiles of 32 and a partial one
+  check_tiled(grid_64_4(), 100, tl::matmul_precision::fp32, 1e-5);
+}
 }  // namespace
 
 namespace {

@@ -134,8 +134,11 @@ int step_blocks(std::size_t batch) {
   if constexpr (fused_path<Model, T> == gpu_path::registers) {
     return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
   } else if constexpr (fused_path<Model, T> == gpu_path::tiled) {
-    // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch bounds)
-    return static_cast<int>(std::min<std::size_t>((batch + gpu::tile - 1) / gpu::tile, 2 * multiprocessors()));
+    // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch
+    // bounds). The partials are sized before the precision is known: the shorter tile.
+    constexpr std::size_t tile = std::min(gpu::tiled_layout<Model, matmul_precision::fp32>::tile,
+                                          gpu::tiled_layout<Model, matmul_precision::tf32>::tile);
+    return static_cast<int>(std::min<std::size_t>((batch + tile - 1) / tile, 2 * multiprocessors()));
   } else {
     return static_cast<int>(std::min<std::size_t>((batch + gpu::general_threads - 1) / gpu::general_threads,
                                                   4 * multiprocessors()));

@@ -1,5 +1,5 @@
 // The shared-memory and register layout of the tiled kernels (cuda/tiled.hpp): a
-// block keeps one tile of samples in shared memory, one row of `tile` samples per
+// block keeps one tile of samples in shared memory, one row of the tile's samples per
 // unit, and its threads keep the layers' weight-gradient sums in registers, packed
 // over slots (tiled_layout).
 #pragma once
@@ -40,9 +40,7 @@ inline constexpr std::size_t output_count = Model::template output_offset<Model:
 
 inline constexpr int tiled_threads = 256;
 inline constexpr std::size_t tiled_warps = tiled_threads / warp_size;
-inline constexpr std::size_t tile = 64;                // samples per tile
-inline constexpr std::size_t row = tile + 4;           // floats per unit row: 16-byte aligned, 4 banks apart
-inline constexpr std::size_t sample_quads = tile / 4;  // a micro-tile's 4 samples
+inline constexpr std::size_t max_tile = 64;  // samples per tile: 64, or 32 (tiled_layout::tile)
 inline constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 inline constexpr std::size_t round4(std::size_t n) { return ceil_div(n, 4) * 4; }
 
@@ -72,10 +70,11 @@ struct tiled_layer {
   static constexpr std::size_t gradient_tiles = out_groups * in_groups;
   // The weight gradient's stage runs beside the input delta's, whose threads each take
   // Out multiply-adds a sample where a micro-tile takes 4 x 4: splitting a micro-tile's
-  // samples 64 / Out ways (at most 4, and while the threads last) evens the two out.
+  // samples 64 / Out ways (at most 4, and while the threads last) evens the two out,
+  // whatever the tile's length (both stages' work grows with it).
   static constexpr std::size_t split = [] {
     std::size_t s = 1;
-    while (s < 4 && 2 * s * Out <= tile && 2 * s * gradient_tiles <= tiled_threads) s *= 2;
+    while (s < 4 && 2 * s * Out <= 64 && 2 * s * gradient_tiles <= tiled_threads) s *= 2;
     return s;
   }();
   // Threads of the packed slots (tiled_layout), whole warps: a stage's warps then hold
@@ -140,19 +139,32 @@ constexpr std::array<std::size_t, sizeof...(L)> per_layer(Field field, std::inde
   return {field(tiled_layer<Model, L, P>{})...};
 }
 
-// Shared floats: the parameters, then rows of `row` floats (the input tile, each
+// Shared floats: the parameters, then rows of tile + 4 floats (the input tile, each
 // layer's outputs, each layer's slopes: activation derivatives, then deltas), then the
 // tensor-core layers' weight copies.
 template <class Model>
 inline constexpr std::size_t params_floats = round4(Model::parameter_count);
 template <class Model>
-inline constexpr std::size_t row_floats = (Model::inputs + 2 * output_count<Model>) * row;
+inline constexpr std::size_t unit_rows = Model::inputs + 2 * output_count<Model>;
+
+// Two blocks a multiprocessor (the kernel's launch bounds) share sm_90's 228 KB of
+// shared memory, less 1 KB each that the driver keeps: at most this much a block.
+inline constexpr std::size_t two_blocks_shared = 112 * 1024;
 
 // Packed slots: the layers' fp32 weight-gradient threads (and, apart, their bias
 // threads) are placed over "virtual threads" g = threadIdx.x + tiled_threads k
 // (first_fit), and virtual thread g keeps its sums in slot k. Thin layers then share a
 // slot instead of each taking one: 16 registers a slot instead of 16 a layer, which
 // keeps 2-16x7-1's sums in registers (136 floats a thread before, spilled; 34 now).
+//
+// The tile: 64 samples, or 32 where a tile of 64 leaves room for one block a
+// multiprocessor and one of 32 for two (64-4 in the grid: 139 KB at 64 samples, 90 at
+// 32), and where the widest layer's forward at 32 samples still keeps half the block's
+// threads busy (4 outputs x 4 samples a thread: 64 outputs or more). A second block's
+// warps then run while the first waits at a barrier, and a batch divides into twice as
+// many tiles to share out: 64-4 gained 1.10-1.19x. The grid's 32-8 fits two blocks at
+// 32 too, but its 32-wide layers kept a quarter of the threads busy and it lost 4 % at
+// 10^6 samples (docs/performance.md, 2026-12-05), so it keeps tiles of 64.
 template <class Model, matmul_precision P>
 struct tiled_layout {
   using layers = std::make_index_sequence<Model::depth>;
@@ -179,20 +191,37 @@ struct tiled_layout {
   static constexpr std::size_t gradient_registers = mma_slice<Model::depth>;
   static constexpr std::size_t bias_registers = gradient_registers + 16 * gradient_slots;
   static constexpr std::size_t registers = bias_registers + bias_slots;
+  static constexpr std::size_t shared_bytes_at(std::size_t samples) {
+    return sizeof(float) * (params_floats<Model> + unit_rows<Model> * (samples + 4) + sum_before(mma_copies, Model::depth));
+  }
+  static constexpr std::size_t widest_out_groups = [] {
+    std::size_t widest = 0;
+    for (std::size_t g : per_layer<Model, P>([](auto s) { return decltype(s)::out_groups; }, layers{}))
+      widest = g > widest ? g : widest;
+    return widest;
+  }();
+  static constexpr bool short_tile_pays = shared_bytes_at(64) > two_blocks_shared &&
+                                          shared_bytes_at(32) <= two_blocks_shared &&
+                                          widest_out_groups * (32 / 4) >= tiled_threads / 2;
+  static constexpr std::size_t tile = short_tile_pays ? 32 : 64;
+  static constexpr std::size_t row = tile + 4;           // floats a unit row: 16-byte aligned, 4 banks apart
+  static constexpr std::size_t sample_quads = tile / 4;  // a micro-tile's 4 samples
   template <std::size_t L>
-  static constexpr std::size_t mma_copy = params_floats<Model> + row_floats<Model> + sum_before(mma_copies, L);
+  static constexpr std::size_t mma_copy = params_floats<Model> + unit_rows<Model> * row + sum_before(mma_copies, L);
   static constexpr std::size_t shared_floats = mma_copy<Model::depth>;
 };
 
 // Layer L's outputs; L = size_t(-1) is the input tile.
-template <class Model, std::size_t L>
+template <class Model, matmul_precision P, std::size_t L>
 __device__ inline float* tile_out(float* shared) {
+  constexpr std::size_t row = tiled_layout<Model, P>::row;
   float* rows = shared + params_floats<Model>;
   if constexpr (L == std::size_t(-1)) return rows;
   else return rows + (Model::inputs + Model::template output_offset<L>) * row;
 }
-template <class Model, std::size_t L>
+template <class Model, matmul_precision P, std::size_t L>
 __device__ inline float* tile_slope(float* shared) {
+  constexpr std::size_t row = tiled_layout<Model, P>::row;
   return shared + params_floats<Model> +
          (Model::inputs + output_count<Model> + Model::template output_offset<L>) * row;
 }

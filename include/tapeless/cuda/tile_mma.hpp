@@ -81,27 +81,29 @@ __device__ inline void copy_mma_weights(const float* global_params, float* share
 
 // B fragments from a [k][n] (n-contiguous) matrix: the activations and deltas as the
 // forward and input-delta products read them.
-__device__ inline void lds_b(std::uint32_t (&b)[2], const float* n0, std::size_t k) {
+__device__ inline void lds_b(std::uint32_t (&b)[2], const float* n0, std::size_t row, std::size_t k) {
   const lane_position l;
   b[0] = to_tf32(n0[(k + l.t) * row + l.g]);
   b[1] = to_tf32(n0[(k + l.t + 4) * row + l.g]);
 }
 
 inline constexpr std::size_t sample_group = 4;  // 8-sample tiles a warp takes together
-inline constexpr std::size_t sample_groups = tile / 8 / sample_group;
+template <class Model, matmul_precision P>
+inline constexpr std::size_t sample_groups = tiled_layout<Model, P>::tile / 8 / sample_group;
 
 // Forward: z[o][s] = b[o] + sum_i W[o][i] a[i][s] (M = Out, N = tile, K = In), then the
 // activation's value and slope into shared memory.
 template <class Model, std::size_t L, matmul_precision P>
 __device__ inline void mma_forward(const Model& model, const float* params, float* shared) {
   using shape = tiled_layer<Model, L, P>;
+  constexpr std::size_t row = tiled_layout<Model, P>::row, groups = sample_groups<Model, P>;
   const float* w = shared + tiled_layout<Model, P>::template mma_copy<L>;
   const float* b = params + bias_at<Model, L>;
-  const float* in = tile_out<Model, L - 1>(shared);
+  const float* in = tile_out<Model, P, L - 1>(shared);
   const auto& act = model.template sublayer<L>().activation;
   const lane_position l;
-  for (std::size_t group = threadIdx.x / warp_size; group < shape::Out / 16 * sample_groups; group += tiled_warps) {
-    const std::size_t m0 = 16 * (group / sample_groups), n0 = 8 * sample_group * (group % sample_groups);
+  for (std::size_t group = threadIdx.x / warp_size; group < shape::Out / 16 * groups; group += tiled_warps) {
+    const std::size_t m0 = 16 * (group / groups), n0 = 8 * sample_group * (group % groups);
     float c[sample_group][4];
 #pragma unroll
     for (std::size_t j = 0; j < sample_group; ++j) {
@@ -110,7 +112,7 @@ __device__ inline void mma_forward(const Model& model, const float* params, floa
     }
     mma_group<shape::In>(
         c, [&](std::size_t k, std::uint32_t(&a)[4]) { ldmatrix_a(a, w + m0 * shape::mma_row, shape::mma_row, k); },
-        [&](std::size_t k, std::size_t j, std::uint32_t(&bf)[2]) { lds_b(bf, in + n0 + 8 * j, k); });
+        [&](std::size_t k, std::size_t j, std::uint32_t(&bf)[2]) { lds_b(bf, in + n0 + 8 * j, row, k); });
 #pragma unroll
     for (std::size_t j = 0; j < sample_group; ++j) {
 #pragma unroll
@@ -119,8 +121,8 @@ __device__ inline void mma_forward(const Model& model, const float* params, floa
         float2 value, slope;
         value.x = act.value_and_derivative(c[j][2 * half], slope.x);
         value.y = act.value_and_derivative(c[j][2 * half + 1], slope.y);
-        *reinterpret_cast<float2*>(tile_out<Model, L>(shared) + at) = value;
-        *reinterpret_cast<float2*>(tile_slope<Model, L>(shared) + at) = slope;
+        *reinterpret_cast<float2*>(tile_out<Model, P, L>(shared) + at) = value;
+        *reinterpret_cast<float2*>(tile_slope<Model, P, L>(shared) + at) = slope;
       }
     }
   }
@@ -132,8 +134,9 @@ template <class Model, std::size_t L, matmul_precision P, std::size_t R>
 __device__ inline void mma_weight_gradient(float* shared, float (&acc)[R]) {
   using shape = tiled_layer<Model, L, P>;
   constexpr std::size_t NT = shape::mma_group, per_row = shape::In / 8 / NT;
-  const float* in = tile_out<Model, L - 1>(shared);
-  const float* delta = tile_slope<Model, L>(shared);
+  constexpr std::size_t row = tiled_layout<Model, P>::row;
+  const float* in = tile_out<Model, P, L - 1>(shared);
+  const float* delta = tile_slope<Model, P, L>(shared);
 #pragma unroll
   for (std::size_t q = 0; q < shape::mma_rounds; ++q) {
     const std::size_t group = threadIdx.x / warp_size + q * tiled_warps;
@@ -143,7 +146,7 @@ __device__ inline void mma_weight_gradient(float* shared, float (&acc)[R]) {
     float c[NT][4];
 #pragma unroll
     for (std::size_t e = 0; e < 4 * NT; ++e) c[e / 4][e % 4] = a[e];
-    mma_group<tile>(
+    mma_group<tiled_layout<Model, P>::tile>(
         c,
         [&](std::size_t k, std::uint32_t(&af)[4]) {
           ldmatrix_a(af, delta + m0 * row, row, k);
@@ -163,12 +166,13 @@ template <class Model, std::size_t L, matmul_precision P>
 __device__ inline void mma_input_delta(float* shared) {
   using shape = tiled_layer<Model, L, P>;
   constexpr std::size_t S = shape::mma_row;
+  constexpr std::size_t row = tiled_layout<Model, P>::row, groups = sample_groups<Model, P>;
   const float* w = shared + tiled_layout<Model, P>::template mma_copy<L>;
-  const float* delta = tile_slope<Model, L>(shared);
-  float* below = tile_slope<Model, L - 1>(shared);
+  const float* delta = tile_slope<Model, P, L>(shared);
+  float* below = tile_slope<Model, P, L - 1>(shared);
   const lane_position l;
-  for (std::size_t group = threadIdx.x / warp_size; group < shape::In / 16 * sample_groups; group += tiled_warps) {
-    const std::size_t m0 = 16 * (group / sample_groups), n0 = 8 * sample_group * (group % sample_groups);
+  for (std::size_t group = threadIdx.x / warp_size; group < shape::In / 16 * groups; group += tiled_warps) {
+    const std::size_t m0 = 16 * (group / groups), n0 = 8 * sample_group * (group % groups);
     float c[sample_group][4] = {};
     mma_group<shape::Out>(
         c,
@@ -179,7 +183,7 @@ __device__ inline void mma_input_delta(float* shared) {
           a[2] = __float_as_uint(p[4 * S]);
           a[3] = __float_as_uint(p[4 * S + 8]);
         },
-        [&](std::size_t k, std::size_t j, std::uint32_t(&bf)[2]) { lds_b(bf, delta + n0 + 8 * j, k); });
+        [&](std::size_t k, std::size_t j, std::uint32_t(&bf)[2]) { lds_b(bf, delta + n0 + 8 * j, row, k); });
 #pragma unroll
     for (std::size_t j = 0; j < sample_group; ++j) {
 #pragma unroll

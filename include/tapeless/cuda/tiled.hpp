@@ -1,8 +1,8 @@
 // The per-step partial sums for models too large for per-thread gradients (the
 // scaled fit's 1-64-64-1 has 4353 parameters). A block copies the parameters to
-// shared memory once, then takes tiles of 64 samples and keeps each tile's
-// activations and deltas in shared memory, one row of 64 samples per unit, layer by
-// layer (cuda/tile_layout.hpp); each thread owns fixed micro-tiles of the layers'
+// shared memory once, then takes tiles of 64 (or 32) samples and keeps each tile's
+// activations and deltas in shared memory, one row of the tile's samples per unit,
+// layer by layer (cuda/tile_layout.hpp); each thread owns fixed micro-tiles of the layers'
 // weight gradients (packed, so thin layers share registers) and accumulates them over
 // all the block's tiles, so activations never leave the chip and each block writes
 // one partial, summed by reduce_update_kernel.
@@ -26,13 +26,14 @@
 namespace tl::detail::gpu {
 
 // Forward of layer L with fp32 FMAs, 4 outputs x 4 samples a thread.
-template <class Model, std::size_t L>
+template <class Model, std::size_t L, matmul_precision P>
 __device__ inline void fp32_forward(const Model& model, const float* params, float* shared) {
-  using shape = tiled_layer<Model, L, matmul_precision::fp32>;
+  using shape = tiled_layer<Model, L, P>;
   constexpr std::size_t In = shape::In, Out = shape::Out, G = shape::out_groups;
+  constexpr std::size_t row = tiled_layout<Model, P>::row, sample_quads = tiled_layout<Model, P>::sample_quads;
   const float* w = params + weights_at<Model, L>;
   const float* b = params + bias_at<Model, L>;
-  const float* in = tile_out<Model, L - 1>(shared);
+  const float* in = tile_out<Model, P, L - 1>(shared);
   const auto& act = model.template sublayer<L>().activation;
   for (std::size_t t = first_micro_tile<L>(); t < G * sample_quads; t += tiled_threads) {
     const std::size_t s = 4 * (t % sample_quads), og = t / sample_quads;  // outputs og + G r
@@ -75,8 +76,8 @@ __device__ inline void fp32_forward(const Model& model, const float* params, flo
         value.y = act.value_and_derivative(z[r].y, slope.y);
         value.z = act.value_and_derivative(z[r].z, slope.z);
         value.w = act.value_and_derivative(z[r].w, slope.w);
-        store4(tile_out<Model, L>(shared) + o * row + s, value);
-        store4(tile_slope<Model, L>(shared) + o * row + s, slope);
+        store4(tile_out<Model, P, L>(shared) + o * row + s, value);
+        store4(tile_slope<Model, P, L>(shared) + o * row + s, slope);
       }
     }
   }
@@ -85,7 +86,7 @@ __device__ inline void fp32_forward(const Model& model, const float* params, flo
 template <class Model, matmul_precision P, std::size_t L = 0>
 __device__ inline void tile_forward(const Model& model, const float* params, float* shared) {
   if constexpr (tiled_layer<Model, L, P>::uses_mma) mma_forward<Model, L, P>(model, params, shared);
-  else fp32_forward<Model, L>(model, params, shared);
+  else fp32_forward<Model, L, P>(model, params, shared);
   __syncthreads();
   if constexpr (L + 1 < Model::depth) tile_forward<Model, P, L + 1>(model, params, shared);
 }
@@ -116,8 +117,9 @@ __device__ inline void fp32_weight_gradient(float* shared, float (&acc)[R]) {
   using layout = tiled_layout<Model, P>;
   constexpr std::size_t In = shape::In, Out = shape::Out, Go = shape::out_groups, Gi = shape::in_groups;
   constexpr std::size_t S = shape::split, part_samples = 32 / S;
-  const float* in = tile_out<Model, L - 1>(shared);
-  const float* delta = tile_slope<Model, L>(shared);
+  constexpr std::size_t row = layout::row, tile = layout::tile;
+  const float* in = tile_out<Model, P, L - 1>(shared);
+  const float* delta = tile_slope<Model, P, L>(shared);
   for_each_packed<layout::template gradient_start<L>, shape::gradient_threads>(
       [&](std::size_t k, std::size_t local, bool mine) {
         const std::size_t t = local / S, og = t % Go, ig = t / Go;
@@ -155,8 +157,8 @@ template <class Model, std::size_t L, matmul_precision P, std::size_t R>
 __device__ inline void tile_bias_gradient(float* shared, float (&acc)[R]) {
   using shape = tiled_layer<Model, L, P>;
   using layout = tiled_layout<Model, P>;
-  constexpr std::size_t quarter = tile / 4;
-  const float* delta = tile_slope<Model, L>(shared);
+  constexpr std::size_t row = layout::row, quarter = layout::tile / 4;
+  const float* delta = tile_slope<Model, P, L>(shared);
   for_each_packed<layout::template bias_start<L>, shape::bias_threads>(
       [&](std::size_t k, std::size_t local, bool mine) {
         const std::size_t o = local / 4, first = quarter * (local % 4);
@@ -176,16 +178,16 @@ __device__ inline void tile_bias_gradient(float* shared, float (&acc)[R]) {
 
 // The delta below layer L with fp32 FMAs: slope[L-1][i][s] *= sum_o W[o][i]
 // delta[L][o][s], each thread 4 consecutive inputs of 4 samples.
-template <class Model, std::size_t L>
+template <class Model, std::size_t L, matmul_precision P>
 __device__ inline void fp32_input_delta(const float* params, float* shared) {
-  using shape = tiled_layer<Model, L, matmul_precision::fp32>;
-  constexpr std::size_t In = shape::In, Out = shape::Out;
+  using shape = tiled_layer<Model, L, P>;
+  using layout = tiled_layout<Model, P>;
+  constexpr std::size_t In = shape::In, Out = shape::Out, row = layout::row, sample_quads = layout::sample_quads;
   const float* w = params + weights_at<Model, L>;
-  const float* delta = tile_slope<Model, L>(shared);
-  float* below = tile_slope<Model, L - 1>(shared);
+  const float* delta = tile_slope<Model, P, L>(shared);
+  float* below = tile_slope<Model, P, L - 1>(shared);
   // It runs beside layer L's weight gradient: start at the first whole warp after that.
-  constexpr std::size_t gradient_end =
-      tiled_layout<Model, matmul_precision::fp32>::template gradient_start<L> + shape::gradient_threads;
+  constexpr std::size_t gradient_end = layout::template gradient_start<L> + shape::gradient_threads;
   constexpr std::size_t first_thread = ceil_div(gradient_end, warp_size) * warp_size % tiled_threads;
   const std::size_t me = (threadIdx.x + tiled_threads - first_thread) % tiled_threads;
   for (std::size_t t = me; t < ceil_div(In, 4) * sample_quads; t += tiled_threads) {
@@ -227,7 +229,7 @@ __device__ inline void tile_backward(const float* params, float* shared, float (
   tile_bias_gradient<Model, L, P>(shared, acc);
   if constexpr (L > 0) {  // writes slope[L-1], which the lines above do not read
     if constexpr (mma) mma_input_delta<Model, L, P>(shared);
-    else fp32_input_delta<Model, L>(params, shared);
+    else fp32_input_delta<Model, L, P>(params, shared);
     __syncthreads();
     tile_backward<Model, P, L - 1>(params, shared, acc);
   }
@@ -283,7 +285,7 @@ __global__ void __launch_bounds__(tiled_threads, 2)
                               std::size_t batch, float* partials, long* step_counter) {
   using layout = tiled_layout<Model, P>;
   constexpr std::size_t In = Model::inputs, Out = Model::outputs, Params = Model::parameter_count;
-  constexpr std::size_t last = Model::depth - 1;
+  constexpr std::size_t last = Model::depth - 1, tile = layout::tile, row = layout::row;
   extern __shared__ float4 shared_storage[];  // float4: 16-byte alignment for the float4 reads
   float* shared = reinterpret_cast<float*>(shared_storage);
   if (step_counter && blockIdx.x == 0 && threadIdx.x == 0) ++*step_counter;
@@ -293,7 +295,7 @@ __global__ void __launch_bounds__(tiled_threads, 2)
   const float* params = shared;  // visible to all after the first tile's barrier
   float acc[layout::registers] = {};
   float loss_sum = 0.0f;
-  float* input = tile_out<Model, std::size_t(-1)>(shared);
+  float* input = tile_out<Model, P, std::size_t(-1)>(shared);
   for (std::size_t first = blockIdx.x * tile; first < batch; first += std::size_t(gridDim.x) * tile) {
     const std::size_t count = batch - first < tile ? batch - first : tile;
     for (std::size_t item = threadIdx.x; item < In * tile; item += blockDim.x) {
@@ -306,11 +308,11 @@ __global__ void __launch_bounds__(tiled_threads, 2)
       const std::size_t s = threadIdx.x;
       float yhat[Out], target[Out], dout[Out], l = 0.0f;
       for (std::size_t o = 0; o < Out; ++o) {
-        yhat[o] = tile_out<Model, last>(shared)[o * row + s];
+        yhat[o] = tile_out<Model, P, last>(shared)[o * row + s];
         target[o] = s < count ? y[(first + s) * Out + o] : yhat[o];
       }
       loss.template group<Out, 1>(yhat, target, dout, &l);
-      for (std::size_t o = 0; o < Out; ++o) tile_slope<Model, last>(shared)[o * row + s] *= s < count ? dout[o] : 0.0f;
+      for (std::size_t o = 0; o < Out; ++o) tile_slope<Model, P, last>(shared)[o * row + s] *= s < count ? dout[o] : 0.0f;
       if (s < count) loss_sum += l;
     }
     __syncthreads();
@@ -320,7 +322,7 @@ __global__ void __launch_bounds__(tiled_threads, 2)
   float* out = partials + blockIdx.x * partial_row<Params>;  // this block's partial, in the flat parameter layout
   [&]<std::size_t... L>(std::index_sequence<L...>) { (store_slice<Model, L, P>(acc, out), ...); }(
       std::make_index_sequence<Model::depth>{});
-  // The loss: summed over the first two warps (only threads < tile hold any).
+  // The loss: summed over the tile's first warps (only threads < tile hold any).
   __shared__ float warp_losses[tile / warp_size];
   if (threadIdx.x < tile) {
     float v = loss_sum;
