@@ -1,11 +1,13 @@
 // Finding NaN and infinities among host values: the loaders name the element of a file
-// that holds one (io/), the CPU step the sample of x or y when a step fails (cpu/train.hpp).
+// that holds one (io/), the CPU and GPU steps the sample of x or y when a step fails
+// (cpu/train.hpp, cuda/train.hpp; the GPU finds the element on the device).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace tl::detail {
 
@@ -16,6 +18,14 @@ std::optional<std::size_t> first_non_finite(std::span<const T> values) {
     if (!std::isfinite(values[i])) return i;
   }
   return std::nullopt;
+}
+
+// " (x holds NaN at feature 0 of sample 7)": element `index` of a batch of `features`
+// values a sample, named `batch` (x or y), is `value`, not finite. Both backends'
+// failed-step messages end with it.
+inline std::string non_finite_sample(const char* batch, double value, std::size_t index, std::size_t features) {
+  return std::string(" (") + batch + " holds " + (std::isnan(value) ? "NaN" : "an infinity") + " at feature " +
+         std::to_string(index % features) + " of sample " + std::to_string(index / features) + ")";
 }
 
 }  // namespace tl::detail

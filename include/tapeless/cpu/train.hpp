@@ -24,9 +24,7 @@ template <class T>
 std::string non_finite_data(const basic_matrix<T>& x, const basic_matrix<T>& y) {
   for (const auto* m : {&x, &y}) {
     if (const auto i = first_non_finite<T>(m->values()))
-      return std::string(" (") + (m == &x ? "x" : "y") + " holds " +
-             (std::isnan(m->values()[*i]) ? "NaN" : "an infinity") + " at feature " +
-             std::to_string(*i % m->features()) + " of sample " + std::to_string(*i / m->features()) + ")";
+      return non_finite_sample(m == &x ? "x" : "y", double(m->values()[*i]), *i, m->features());
   }
   return {};
 }

@@ -12,12 +12,17 @@
 #pragma once
 
 #include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include "tapeless/core/finite.hpp"
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/step.hpp"
@@ -114,9 +119,31 @@ void prepare_step(const char* where, cuda_train_state<Model, Optimizer, T>& s, s
                          s.layered_chunk_bytes, s.precision);
 }
 
-inline std::string failure_message(const char* where, long step, long kind) {
+inline std::string failure_message(const char* where, long step, long kind, const std::string& cause = {}) {
   return std::string("tapeless::") + where + ": the " + (kind == 1 ? "gradient" : "loss") +
-         " is not finite at step " + std::to_string(step + 1) + "; the parameters were left as before that step";
+         " is not finite at step " + std::to_string(step + 1) + cause +
+         "; the parameters were left as before that step";
+}
+
+// Element i's index where it is NaN or infinite, else none (the largest size_t).
+template <class T>
+struct non_finite_index {
+  const T* values;
+  TL_HD std::size_t operator()(std::size_t i) const { return isfinite(values[i]) ? ~std::size_t(0) : i; }
+};
+// As the CPU's message says it: " (x holds NaN at feature 0 of sample 7)", or empty
+// when x and y are finite. Searched on the device (the least index by a transform and
+// a min-reduction: thrust::find_if copies back a result buffer that compute-sanitizer's
+// initcheck reports as read uninitialized), only once a step has failed.
+template <class T>
+std::string non_finite_data(const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
+  for (const auto* m : {&x, &y}) {
+    const std::size_t at = thrust::transform_reduce(
+        thrust::device, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(m->values.size()),
+        non_finite_index<T>{m->data()}, ~std::size_t(0), thrust::minimum<std::size_t>());
+    if (at < m->values.size()) return non_finite_sample(m == &x ? "x" : "y", double(T(m->values[at])), at, m->features());
+  }
+  return {};
 }
 }  // namespace detail
 
@@ -222,7 +249,8 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   result.loss_history.assign(history.begin(), history.end());
   if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   if (failed[0] >= 0)
-    throw numeric_error(detail::failure_message("fit", failed[0], failed[1]), std::move(result.loss_history));
+    throw numeric_error(detail::failure_message("fit", failed[0], failed[1], detail::non_finite_data(x, y)),
+                        std::move(result.loss_history));
   return result;
 }
 
