@@ -66,10 +66,11 @@ TEST(TiledPath, SanitizerSizedThinDeepModel) {  // two tiles and a partial one, 
   check_tiled(thin_deep_model(), 150, tl::matmul_precision::tf32, 1e-2);
 }
 
-// Models whose 64-sample tile leaves room for one block a multiprocessor, and whose
-// widest layer has 64 outputs or more, take tiles of 32 (tiled_layout::tile): the
-// grid's 64-4 and a 100-wide layer (rows of whole float4s, widths no multiple of 16).
-// The grid's 32-8 would fit two blocks at 32 too, but keeps 64 (its layers are thin).
+// fp32 models whose 64-sample tile leaves room for one block a multiprocessor and a
+// 32-sample tile for two, and whose widest layer has 61 outputs or more, take tiles of
+// 32 (tiled_layout::tile): the grid's 64-4 and a 100-wide layer (rows of whole float4s,
+// widths no multiple of 16). The grid's 32-8 would fit two blocks at 32 too, but keeps
+// 64 (its layers are thin); TF32 layouts keep 64.
 auto grid_64_4() {
   return tl::chain(tl::dense<2, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh),
                    tl::dense<64, 1>());
@@ -82,7 +83,8 @@ auto grid_32_8() {
 auto wide_100() { return tl::chain(tl::dense<2, 100>(tl::gelu), tl::dense<100, 100>(tl::tanh), tl::dense<100, 3>()); }
 template <class Model>
 constexpr std::size_t fp32_tile = tl::detail::gpu::tiled_layout<Model, tl::matmul_precision::fp32>::tile;
-static_assert(fp32_tile<decltype(grid_64_4())> == 32 && fp32_tile<decltype(grid_32_8())> == 64 &&
+static_assert(tl::detail::gpu::tiled_layout<decltype(grid_64_4()), tl::matmul_precision::tf32>::tile == 64 &&
+              fp32_tile<decltype(grid_64_4())> == 32 && fp32_tile<decltype(grid_32_8())> == 64 &&
               fp32_tile<decltype(wide_100())> == 32 && fp32_tile<decltype(thin_deep_model())> == 64);
 
 TEST(TiledPath, ShortTilesMatchCpu) {

@@ -1,6 +1,6 @@
 // Finding NaN and infinities among host values: the loaders name the element of a file
-// that holds one (io/), the CPU and GPU steps the sample of x or y when a step fails
-// (cpu/train.hpp, cuda/train.hpp; the GPU finds the element on the device).
+// that holds one (io/), the CPU's steps and the GPU's fit the sample of x or y when a
+// step fails (cpu/train.hpp, cuda/train.hpp; the GPU finds the element on the device).
 #pragma once
 
 #include <cmath>

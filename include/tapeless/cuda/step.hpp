@@ -135,7 +135,8 @@ int step_blocks(std::size_t batch) {
     return static_cast<int>(std::min<std::size_t>((batch + step_threads - 1) / step_threads, 1024));
   } else if constexpr (fused_path<Model, T> == gpu_path::tiled) {
     // persistent blocks, each summing many tiles: one wave at 2 blocks per SM (the launch
-    // bounds). The partials are sized before the precision is known: the shorter tile.
+    // bounds). Counted from the shorter of the two precisions' tiles (TF32 keeps 64), so
+    // that one count of partials serves both.
     constexpr std::size_t tile = std::min(gpu::tiled_layout<Model, matmul_precision::fp32>::tile,
                                           gpu::tiled_layout<Model, matmul_precision::tf32>::tile);
     return static_cast<int>(std::min<std::size_t>((batch + tile - 1) / tile, 2 * multiprocessors()));

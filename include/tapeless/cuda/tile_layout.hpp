@@ -40,7 +40,6 @@ inline constexpr std::size_t output_count = Model::template output_offset<Model:
 
 inline constexpr int tiled_threads = 256;
 inline constexpr std::size_t tiled_warps = tiled_threads / warp_size;
-inline constexpr std::size_t max_tile = 64;  // samples per tile: 64, or 32 (tiled_layout::tile)
 inline constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 inline constexpr std::size_t round4(std::size_t n) { return ceil_div(n, 4) * 4; }
 
@@ -157,14 +156,17 @@ inline constexpr std::size_t two_blocks_shared = 112 * 1024;
 // slot instead of each taking one: 16 registers a slot instead of 16 a layer, which
 // keeps 2-16x7-1's sums in registers (136 floats a thread before, spilled; 34 now).
 //
-// The tile: 64 samples, or 32 where a tile of 64 leaves room for one block a
-// multiprocessor and one of 32 for two (64-4 in the grid: 139 KB at 64 samples, 90 at
+// The tile: 64 samples, or 32 in fp32 where a tile of 64 leaves room for one block a
+// multiprocessor and one of 32 for two (64-4 in the grid: 137 KiB at 64 samples, 88 at
 // 32), and where the widest layer's forward at 32 samples still keeps half the block's
-// threads busy (4 outputs x 4 samples a thread: 64 outputs or more). A second block's
-// warps then run while the first waits at a barrier, and a batch divides into twice as
-// many tiles to share out: 64-4 gained 1.10-1.19x. The grid's 32-8 fits two blocks at
-// 32 too, but its 32-wide layers kept a quarter of the threads busy and it lost 4 % at
-// 10^6 samples (docs/performance.md, 2026-12-05), so it keeps tiles of 64.
+// threads busy (4 outputs x 4 samples a thread: 16 groups of 4 outputs, 61 outputs or
+// more). A second block's warps then run while the first waits at a barrier, and a
+// batch divides into twice as many tiles to share out: 64-4 gained 1.10-1.19x. The
+// grid's 32-8 fits two blocks at 32 too, but its 32-wide layers kept a quarter of the
+// threads busy and it lost 4 % at 10^6 samples (docs/performance.md, 2026-12-05), so it
+// keeps tiles of 64. TF32 layouts keep 64: their tensor-core products at a tile of 32
+// have not been run on a GPU (and the grid's TF32 models need the room for their
+// weight copies: 64-4 and 32-8 stay over 112 KiB at 32 samples).
 template <class Model, matmul_precision P>
 struct tiled_layout {
   using layers = std::make_index_sequence<Model::depth>;
@@ -200,7 +202,7 @@ struct tiled_layout {
       widest = g > widest ? g : widest;
     return widest;
   }();
-  static constexpr bool short_tile_pays = shared_bytes_at(64) > two_blocks_shared &&
+  static constexpr bool short_tile_pays = P == matmul_precision::fp32 && shared_bytes_at(64) > two_blocks_shared &&
                                           shared_bytes_at(32) <= two_blocks_shared &&
                                           widest_out_groups * (32 / 4) >= tiled_threads / 2;
   static constexpr std::size_t tile = short_tile_pays ? 32 : 64;

@@ -134,15 +134,19 @@ struct non_finite_index {
 // As the CPU's message says it: " (x holds NaN at feature 0 of sample 7)", or empty
 // when x and y are finite. Searched on the device (the least index by a transform and
 // a min-reduction: thrust::find_if copies back a result buffer that compute-sanitizer's
-// initcheck reports as read uninitialized), only once a step has failed.
+// initcheck reports as read uninitialized), only once a step has failed. A search that
+// fails itself (no memory for thrust's scratch) gives up the hint, never the
+// numeric_error and its loss history.
 template <class T>
-std::string non_finite_data(const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
+std::string non_finite_data(const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) try {
   for (const auto* m : {&x, &y}) {
     const std::size_t at = thrust::transform_reduce(
         thrust::device, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(m->values.size()),
         non_finite_index<T>{m->data()}, ~std::size_t(0), thrust::minimum<std::size_t>());
     if (at < m->values.size()) return non_finite_sample(m == &x ? "x" : "y", double(T(m->values[at])), at, m->features());
   }
+  return {};
+} catch (const std::exception&) {
   return {};
 }
 }  // namespace detail
