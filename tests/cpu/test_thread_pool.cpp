@@ -1,5 +1,6 @@
 // The persistent pool: every index runs exactly once per run, whatever the thread
-// count of the run before; runs after the workers have fallen asleep still complete.
+// count of the run before; runs after the workers have fallen asleep still complete;
+// indices a busy worker has not claimed are run by the caller.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -49,6 +50,36 @@ TEST(ThreadPool, TaskResultsJoinedInIndexOrder) {
     if (run == 0) first = joined;
     ASSERT_EQ(joined, first) << run;  // the same bits each run
   }
+}
+
+// Workers that take no index of a run (as if the OS had not scheduled them): the
+// caller runs every index itself, once, and the run completes. With an index fixed to
+// each worker, it would wait for them.
+TEST(ThreadPool, CallerRunsWhatWorkersHaveNotClaimed) {
+  tl::detail::thread_pool pool(3);
+  const auto caller = std::this_thread::get_id();
+  pool.hold_workers(true);
+  for (int run = 0; run < 100; ++run) {
+    const std::size_t n = 2 + std::size_t(run % 3);
+    std::vector<std::atomic<int>> calls(n);
+    std::atomic<int> elsewhere{0};
+    pool.run(n, [&](std::size_t i) {
+      calls[i].fetch_add(1);
+      if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+    });
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(calls[i].load(), 1) << "run " << run << ", index " << i;
+    ASSERT_EQ(elsewhere.load(), 0) << run;
+  }
+  // Released, they take part again: some run of many has a worker's help.
+  pool.hold_workers(false);
+  std::atomic<int> elsewhere{0};
+  for (int run = 0; run < 2000 && elsewhere.load() == 0; ++run) {
+    pool.run(4, [&](std::size_t) {
+      if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    });
+  }
+  EXPECT_GT(elsewhere.load(), 0);
 }
 
 }  // namespace
