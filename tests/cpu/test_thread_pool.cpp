@@ -1,10 +1,13 @@
 // The persistent pool: every index runs exactly once per run, whatever the thread
 // count of the run before; runs after the workers have fallen asleep still complete;
-// indices a busy worker has not claimed are run by the caller.
+// indices a busy worker has not claimed are run by the caller; a task's exception
+// reaches the caller after the whole run; late workers never join the wrong run.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <array>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -80,6 +83,47 @@ TEST(ThreadPool, CallerRunsWhatWorkersHaveNotClaimed) {
     });
   }
   EXPECT_GT(elsewhere.load(), 0);
+}
+
+// A task that throws, on the caller or on a worker: run() rethrows it once every other
+// index has run, and the pool serves the next run. More tasks than threads: an error.
+TEST(ThreadPool, TaskExceptionReachesTheCallerAfterTheRun) {
+  tl::detail::thread_pool pool(3);
+  for (std::size_t thrower = 0; thrower < 4; ++thrower) {
+    std::vector<std::atomic<int>> calls(4);
+    EXPECT_THROW(pool.run(4,
+                          [&](std::size_t i) {
+                            calls[i].fetch_add(1);
+                            if (i == thrower) throw std::runtime_error("task failed");
+                          }),
+                 std::runtime_error);
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(calls[i].load(), 1) << thrower << " " << i;
+    std::atomic<int> sum{0};
+    pool.run(4, [&](std::size_t i) { sum.fetch_add(int(i)); });
+    EXPECT_EQ(sum.load(), 6);
+  }
+  EXPECT_THROW(pool.run(5, [](std::size_t) {}), std::logic_error);
+}
+
+// More threads than cores, counts that shrink and grow, runs after the workers slept:
+// each index of a run once, none past its count, every call from that run's task.
+TEST(ThreadPool, LateWorkersNeverJoinTheWrongRun) {
+  tl::detail::thread_pool pool(7);
+  unsigned seed = 12345;
+  const auto random = [&] { return (seed = seed * 1103515245u + 12345u) >> 16 & 0x7fff; };
+  for (long run = 0; run < 20000; ++run) {
+    const std::size_t n = 2 + random() % 7;
+    std::array<std::atomic<int>, 8> calls{};
+    std::atomic<int> wrong{0};
+    const long id = run;  // a stale call of an earlier run's task would see `run` moved on
+    pool.run(n, [&, id](std::size_t i) {
+      if (id != run) wrong.fetch_add(1);
+      calls[i].fetch_add(1);
+    });
+    for (std::size_t i = 0; i < 8; ++i) ASSERT_EQ(calls[i].load(), i < n ? 1 : 0) << "run " << run << ", index " << i;
+    ASSERT_EQ(wrong.load(), 0) << run;
+    if (random() % 2000 == 0) std::this_thread::sleep_for(tl::detail::spin_time * 2);  // workers asleep
+  }
 }
 
 }  // namespace
