@@ -126,4 +126,27 @@ TEST(ThreadPool, LateWorkersNeverJoinTheWrongRun) {
   }
 }
 
+// Two threads (two models trained at once) share one pool: their runs take turns, and
+// each sees every index of its own runs once.
+TEST(ThreadPool, RunsFromTwoThreadsTakeTurns) {
+  tl::detail::thread_pool pool(2);
+  std::atomic<int> bad{0};
+  const auto user = [&](int salt) {
+    for (int run = 0; run < 1000; ++run) {
+      std::array<std::atomic<int>, 3> calls{};
+      const std::size_t n = 2 + std::size_t((run + salt) % 2);
+      pool.run(n, [&](std::size_t i) {
+        calls[i].fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(5);
+        while (std::chrono::steady_clock::now() < until) {}  // long enough for the runs to overlap
+      });
+      for (std::size_t i = 0; i < 3; ++i) bad.fetch_add(calls[i].load() != (i < n ? 1 : 0));
+    }
+  };
+  std::thread other(user, 1);
+  user(0);
+  other.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
 }  // namespace

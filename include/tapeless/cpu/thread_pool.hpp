@@ -74,7 +74,8 @@ class thread_pool {
   // them; the caller then runs them all.
   void hold_workers(bool hold) { holding_.store(hold); }
 
-  // n <= size(). Not reentrant: one run at a time (the batch loop is not nested). A
+  // n <= size(). Runs from several threads (two models trained at once on one process's
+  // pool) take turns; a task must not call run() itself (it would wait for itself). A
   // task that throws does not end the run early: the other indices still run, and
   // run() rethrows the first exception once every index has finished, so no thread is
   // left inside a task whose caller has returned.
@@ -87,6 +88,7 @@ class thread_pool {
       if (n == 1) task(0);
       return;
     }
+    std::lock_guard one_run_at_a_time(run_mutex_);
     context_ = &task;
     call_ = [](const void* context, std::size_t index) { (*static_cast<const Task*>(context))(index); };
     pending_.store(n);
@@ -182,6 +184,7 @@ class thread_pool {
   std::atomic<std::size_t> pending_{0};             // indices of the current run not yet finished
   std::atomic<bool> holding_{false};
   std::exception_ptr failure_;  // under mutex_
+  std::mutex run_mutex_;        // held by the thread whose run this is
   std::atomic<bool> stopping_{false};
 };
 
