@@ -5,9 +5,8 @@
 // index still unclaimed: a worker that the OS has not scheduled (a machine busier
 // than its cores) leaves its index to the caller instead of holding the step for a
 // time slice. With both cores busy, a 2-thread step of 20-200 us took 4 ms when each
-// worker had its index to itself. Which thread runs which
-// index never changes the result: the caller splits work by index and joins it in
-// index order.
+// worker had its index to itself. Which thread runs which index never changes the
+// result: the caller splits work by index and joins it in index order.
 //
 // Waiting spins briefly before it sleeps: a training loop calls run() once a step,
 // and a worker that slept on the condition variable took ~60 µs to wake on the
@@ -168,7 +167,6 @@ class thread_pool {
       if (claimed_[i].compare_exchange_weak(c, generation)) return true;
     return false;
   }
-
 
   std::vector<std::thread> threads_;
   std::mutex mutex_;

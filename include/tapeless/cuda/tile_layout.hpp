@@ -193,8 +193,10 @@ struct tiled_layout {
   static constexpr std::size_t gradient_registers = mma_slice<Model::depth>;
   static constexpr std::size_t bias_registers = gradient_registers + 16 * gradient_slots;
   static constexpr std::size_t registers = bias_registers + bias_slots;
-  static constexpr std::size_t shared_bytes_at(std::size_t samples) {
-    return sizeof(float) * (params_floats<Model> + unit_rows<Model> * (samples + 4) + sum_before(mma_copies, Model::depth));
+  // Shared floats with tiles of `samples`: the parameters, unit rows of samples + 4
+  // floats, then the tensor-core layers' weight copies (mma_copy<L> below).
+  static constexpr std::size_t shared_floats_at(std::size_t samples) {
+    return params_floats<Model> + unit_rows<Model> * (samples + 4) + sum_before(mma_copies, Model::depth);
   }
   static constexpr std::size_t widest_out_groups = [] {
     std::size_t widest = 0;
@@ -202,15 +204,16 @@ struct tiled_layout {
       widest = g > widest ? g : widest;
     return widest;
   }();
-  static constexpr bool short_tile_pays = P == matmul_precision::fp32 && shared_bytes_at(64) > two_blocks_shared &&
-                                          shared_bytes_at(32) <= two_blocks_shared &&
+  static constexpr bool short_tile_pays = P == matmul_precision::fp32 &&
+                                          sizeof(float) * shared_floats_at(64) > two_blocks_shared &&
+                                          sizeof(float) * shared_floats_at(32) <= two_blocks_shared &&
                                           widest_out_groups * (32 / 4) >= tiled_threads / 2;
   static constexpr std::size_t tile = short_tile_pays ? 32 : 64;
   static constexpr std::size_t row = tile + 4;           // floats a unit row: 16-byte aligned, 4 banks apart
   static constexpr std::size_t sample_quads = tile / 4;  // a micro-tile's 4 samples
   template <std::size_t L>
   static constexpr std::size_t mma_copy = params_floats<Model> + unit_rows<Model> * row + sum_before(mma_copies, L);
-  static constexpr std::size_t shared_floats = mma_copy<Model::depth>;
+  static constexpr std::size_t shared_floats = shared_floats_at(tile);
 };
 
 // Layer L's outputs; L = size_t(-1) is the input tile.
