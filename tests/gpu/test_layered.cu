@@ -109,6 +109,28 @@ TEST(Layered, ThinProductsAtTheEdgeMatchCpu) {
   }
 }
 
+// Heads of up to 4 outputs are trained in one kernel with the loss
+// (cuda/layered.hpp, head_loss_kernel): every loss, heads with an activation, head
+// inputs that leave its groups of lanes partly idle (5 inputs: 8 lanes; 33: 32 lanes,
+// a second round for one of them), over chunks and odd batches; 5 outputs keep the
+// product and loss_delta_kernel.
+TEST(Layered, FusedHeadsWithEveryLossMatchCpu) {
+  const auto three_classes = tl::chain(tl::dense<3, 120>(tl::tanh), tl::dense<120, 33>(tl::silu), tl::dense<33, 3>());
+  const auto logit = tl::chain(tl::dense<2, 150>(tl::gelu), tl::dense<150, 5>(tl::tanh), tl::dense<5, 1>());
+  const auto two_gelu = tl::chain(tl::dense<6, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 2>(tl::gelu));
+  using namespace tl::detail::gpu;
+  static_assert(fuses_head<decltype(three_classes)> && fuses_head<decltype(logit)> && fuses_head<decltype(two_gelu)>);
+  static_assert(!fuses_head<decltype(tl::chain(tl::dense<4, 96>(tl::relu), tl::dense<96, 5>()))>);
+  static_assert(head_lanes(5) == 8 && head_lanes(33) == 32 && head_lanes(3) == 4);
+  for (std::size_t batch : {1u, 31u, 65537u}) {
+    expect_layered_equals_cpu<float>(three_classes, tl::softmax_cross_entropy, batch, 61, 1 << 20);
+    expect_layered_equals_cpu<float>(logit, tl::binary_cross_entropy_with_logits, batch, 62);
+    expect_layered_equals_cpu<float>(two_gelu, tl::huber, batch, 63, 1 << 20);
+    expect_layered_equals_cpu<double>(three_classes, tl::softmax_cross_entropy, batch, 64);
+    expect_layered_equals_cpu<double>(two_gelu, tl::mae, batch, 65, 1 << 20);
+  }
+}
+
 // The neural-field shape: a thin first layer whose gradient comes with the thin last
 // layer's backward (fuses_first_layer, thin second layer), over several chunks, float
 // and double; and apply writing the thin last layer straight to y.

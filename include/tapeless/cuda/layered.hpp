@@ -2,7 +2,9 @@
 // chip (the tiled kernels' limit is ~200 KB of shared memory a block), in float or
 // double. The batch goes through in chunks; for each chunk
 //   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer
-//   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel
+//   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel (with the last
+//                                                                              layer's forward when it
+//                                                                              has at most 4 outputs)
 //   backward     dW_l += delta_l^T A_{l-1}                                     one GEMM a layer (a second
 //                                                                              stream on small chunks)
 //                delta_{l-1} = (delta_l W_l) * act'(Z_{l-1})                   one GEMM a layer
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cub/device/device_reduce.cuh>
+#include <cub/warp/warp_reduce.cuh>
 #include <thrust/device_vector.h>
 
 #include <algorithm>
@@ -54,6 +57,67 @@ __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope
 
 inline unsigned loss_blocks(std::size_t rows) { return unsigned(std::min<std::size_t>((rows + 255) / 256, 4096)); }
 
+// A head of at most thin_product_terms outputs (a regression model's last layer) is
+// trained without a product of its own: per sample, its forward (In multiply-adds an
+// output), the loss and the head's deltas in one kernel, in place of cuBLASLt's
+// product, the bias-and-activation kernel and loss_delta_kernel. The head's outputs
+// are never written (the backward reads only its deltas and inputs). A group of
+// head_lanes(In) lanes takes a sample, each adding every head_lanes-th term, and
+// cub::WarpReduce adds the lanes: reads of the inputs stay coalesced at every width.
+template <class Model>
+inline constexpr bool fuses_head = Model::outputs <= thin_product_terms;
+constexpr unsigned head_lanes(std::size_t inputs) {
+  unsigned lanes = 4;
+  while (lanes < 32 && lanes < inputs) lanes *= 2;
+  return lanes;
+}
+template <class Activation, class Loss, std::size_t In, std::size_t Out, class T>
+__global__ void __launch_bounds__(256)
+    head_loss_kernel(Activation activation, Loss loss, const T* w, const T* bias, const T* in, const T* y,
+                     std::size_t rows, T* delta, T* losses, T* loss_and_flag, long* step_counter, bool first_chunk) {
+  constexpr unsigned lanes = head_lanes(In), groups = 256 / lanes;
+  if (first_chunk && blockIdx.x == 0 && threadIdx.x == 0) {
+    loss_and_flag[1] = T(0);
+    if (step_counter) ++*step_counter;
+  }
+  using group_reduce = cub::WarpReduce<T, lanes>;
+  __shared__ typename group_reduce::TempStorage storage[groups];
+  const unsigned group = threadIdx.x / lanes, lane = threadIdx.x % lanes;
+  for (std::size_t s = blockIdx.x * std::size_t(groups) + group; s < rows; s += std::size_t(gridDim.x) * groups) {
+    T z[Out];
+#pragma unroll
+    for (std::size_t o = 0; o < Out; ++o) {
+      T sum = T(0);
+      for (std::size_t k = lane; k < In; k += lanes) sum += w[o * In + k] * in[s * In + k];
+      z[o] = group_reduce(storage[group]).Sum(sum);  // valid in lane 0
+      __syncwarp();
+    }
+    if (lane != 0) continue;
+    T yhat[Out], slope[Out], dout[Out], l;
+#pragma unroll
+    for (std::size_t o = 0; o < Out; ++o) yhat[o] = activation.value_and_derivative(z[o] + bias[o], slope[o]);
+    loss.template group<Out, 1>(yhat, y + s * Out, dout, &l);
+#pragma unroll
+    for (std::size_t o = 0; o < Out; ++o) delta[s * Out + o] = slope[o] * dout[o];
+    losses[s] = l;
+  }
+}
+template <class Model, class Loss, class T>
+void head_loss(const Model& model, const Loss& loss, const T* params, const T* in, const T* y, std::size_t rows,
+               T* delta, T* losses, T* loss_and_flag, long* step_counter, bool first_chunk, cudaStream_t stream) {
+  constexpr std::size_t L = Model::depth - 1;
+  using layer = typename Model::template layer_type<L>;
+  static_assert(blas_layout<layer>, "the layered path reads a dense layer's weights as a row-major Out x In block");
+  constexpr std::size_t groups = 256 / head_lanes(layer::inputs);
+  const T* p = params + Model::template parameter_offset<L>;
+  const auto activation = model.template sublayer<L>().activation;
+  head_loss_kernel<decltype(activation), Loss, layer::inputs, layer::outputs>
+      <<<unsigned(std::min<std::size_t>((rows + groups - 1) / groups, 8192)), 256, 0, stream>>>(
+          activation, loss, p + layer::weight_offset, p + layer::bias_offset, in, y, rows, delta, losses,
+          loss_and_flag, step_counter, first_chunk);
+  TL_CUDA_CHECK_LAUNCH("head_loss_kernel");
+}
+
 // Calls f(std::integral_constant<matmul_precision, P>) for the run-time precision;
 // double has no tensor-core products, so it instantiates fp32 only.
 template <class T, class F>
@@ -71,15 +135,16 @@ void with_precision(matmul_precision precision, F f) {
 // fused first layer's slopes, which its backward recomputes (fuses_first_layer).
 template <matmul_precision Precision, class Model, class T>
 void layered_forward(const Model& model, const T* params, const T* x, std::size_t rows, T* units, T* last_out,
-                     bool keep_slopes, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+                     bool keep_slopes, layered_workspace<Model, T>& ws, cudaStream_t stream,
+                     std::size_t layers = Model::depth) {
   const std::size_t stride = ws.plan.stride;
   [&]<std::size_t... L>(std::index_sequence<L...>) {
-    (forward_layer<Precision, L>(
+    ((L < layers ? forward_layer<Precision, L>(
          model, params, layer_input<Model, L>(x, units, stride), rows,
          (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride),
          keep_slopes && !(L == 0 && fuses_first_layer<Model>) ? layer_slopes<Model, L>(units, stride)
                                                               : static_cast<T*>(nullptr),
-         keep_slopes, ws, stream),
+         keep_slopes, ws, stream) : void()),
      ...);
   }(std::make_index_sequence<Model::depth>{});
 }
@@ -165,12 +230,21 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
   for (std::size_t first = 0; first < batch; first += chunk) {
     const std::size_t rows = std::min(chunk, batch - first);
     if constexpr (low) to_bfloat16(x + first * In, rows * In, ws.low_inputs(), stream);
-    layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws, stream);
     constexpr std::size_t last = Model::depth - 1;
-    loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
-        loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride), rows,
-        losses + first, loss_and_flag, step_counter, first == 0);
-    TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
+    if constexpr (fuses_head<Model>) {
+      layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws, stream,
+                                 last);
+      head_loss(model, loss, params, layer_input<Model, last>(x + first * In, units, stride), y + first * Out, rows,
+                layer_slopes<Model, last>(units, stride), losses + first, loss_and_flag, step_counter, first == 0,
+                stream);
+    } else {
+      layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws,
+                                 stream);
+      loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
+          loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride),
+          rows, losses + first, loss_and_flag, step_counter, first == 0);
+      TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
+    }
     if constexpr (low)
       to_bfloat16(layer_slopes<Model, last>(units, stride), rows * Out, ws.template low_deltas<last>(), stream);
     layered_backward<Precision>(model, params, x + first * In, rows, units, ws, first > 0, stream);
