@@ -24,6 +24,7 @@
 #include <thrust/device_vector.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -36,16 +37,23 @@
 
 namespace tl::detail::gpu {
 
+// The first chunk of a step clears the non-finite flag and advances the device's step
+// counter, once (both loss kernels below).
+template <class T>
+__device__ inline void start_step_once(bool first_chunk, T* loss_and_flag, long* step_counter) {
+  if (first_chunk && blockIdx.x == 0 && threadIdx.x == 0) {
+    loss_and_flag[1] = T(0);
+    if (step_counter) ++*step_counter;
+  }
+}
+
 // Per sample of a chunk: the loss (into its slot of the batch's losses) and the last
 // layer's delta, in place of its slopes. The first chunk of a step also clears the
 // non-finite flag and advances the device's step counter.
 template <class Loss, std::size_t Out, class T>
 __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope, std::size_t rows, T* losses,
                                   T* loss_and_flag, long* step_counter, bool first_chunk) {
-  if (first_chunk && blockIdx.x == 0 && threadIdx.x == 0) {
-    loss_and_flag[1] = T(0);
-    if (step_counter) ++*step_counter;
-  }
+  start_step_once(first_chunk, loss_and_flag, step_counter);
   for (std::size_t s = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; s < rows;
        s += std::size_t(gridDim.x) * blockDim.x) {
     T dout[Out], l;
@@ -67,19 +75,14 @@ inline unsigned loss_blocks(std::size_t rows) { return unsigned(std::min<std::si
 template <class Model>
 inline constexpr bool fuses_head = Model::outputs <= thin_product_terms;
 constexpr unsigned head_lanes(std::size_t inputs) {
-  unsigned lanes = 4;
-  while (lanes < 32 && lanes < inputs) lanes *= 2;
-  return lanes;
+  return unsigned(std::clamp<std::size_t>(std::bit_ceil(inputs), 4, 32));
 }
 template <class Activation, class Loss, std::size_t In, std::size_t Out, class T>
 __global__ void __launch_bounds__(256)
     head_loss_kernel(Activation activation, Loss loss, const T* w, const T* bias, const T* in, const T* y,
                      std::size_t rows, T* delta, T* losses, T* loss_and_flag, long* step_counter, bool first_chunk) {
   constexpr unsigned lanes = head_lanes(In), groups = 256 / lanes;
-  if (first_chunk && blockIdx.x == 0 && threadIdx.x == 0) {
-    loss_and_flag[1] = T(0);
-    if (step_counter) ++*step_counter;
-  }
+  start_step_once(first_chunk, loss_and_flag, step_counter);
   using group_reduce = cub::WarpReduce<T, lanes>;
   __shared__ typename group_reduce::TempStorage storage[groups];
   const unsigned group = threadIdx.x / lanes, lane = threadIdx.x % lanes;
@@ -112,7 +115,7 @@ void head_loss(const Model& model, const Loss& loss, const T* params, const T* i
   const T* p = params + Model::template parameter_offset<L>;
   const auto activation = model.template sublayer<L>().activation;
   head_loss_kernel<decltype(activation), Loss, layer::inputs, layer::outputs>
-      <<<unsigned(std::min<std::size_t>((rows + groups - 1) / groups, 8192)), 256, 0, stream>>>(
+      <<<unsigned(std::min<std::size_t>(ceil_div(rows, groups), 8192)), 256, 0, stream>>>(
           activation, loss, p + layer::weight_offset, p + layer::bias_offset, in, y, rows, delta, losses,
           loss_and_flag, step_counter, first_chunk);
   TL_CUDA_CHECK_LAUNCH("head_loss_kernel");
@@ -231,15 +234,14 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
     const std::size_t rows = std::min(chunk, batch - first);
     if constexpr (low) to_bfloat16(x + first * In, rows * In, ws.low_inputs(), stream);
     constexpr std::size_t last = Model::depth - 1;
+    // A fused head's forward is head_loss's.
+    layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws, stream,
+                               fuses_head<Model> ? last : Model::depth);
     if constexpr (fuses_head<Model>) {
-      layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws, stream,
-                                 last);
       head_loss(model, loss, params, layer_input<Model, last>(x + first * In, units, stride), y + first * Out, rows,
                 layer_slopes<Model, last>(units, stride), losses + first, loss_and_flag, step_counter, first == 0,
                 stream);
     } else {
-      layered_forward<Precision>(model, params, x + first * In, rows, units, static_cast<T*>(nullptr), true, ws,
-                                 stream);
       loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
           loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride),
           rows, losses + first, loss_and_flag, step_counter, first == 0);
