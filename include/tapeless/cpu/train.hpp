@@ -2,6 +2,7 @@
 // step, fit for many (train/state.hpp holds the state they advance).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -59,15 +60,17 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     if (!gradient_finite)
       throw_non_finite(where, "gradient", state.step, first_non_finite_value(std::as_const(state.gradient).flat()),
                        non_finite_data(x, y));
-    // The update, parameter by parameter, split over threads for large models.
-    constexpr std::size_t P = Model::parameter_count;
-    const auto constants = state.optimizer.template at_step<T>(state.step + 1);
+    // The update, split over threads for large models in whole blocks of the
+    // parameters optimizer_update_range takes at once, so that no parameter's rounding
+    // depends on the thread count.
+    constexpr std::size_t P = Model::parameter_count, block = optimizer_lanes;
     T* params = state.params.data();
     const T* grad = state.gradient.data();
     T* slots = state.optimizer_state.data();
     const std::size_t parts = cpu_threads_for_values(P);
-    for_each_part(P, parts, [&](std::size_t, std::size_t first, std::size_t last) {
-      for (std::size_t i = first; i < last; ++i) optimizer_update<Optimizer>(constants, params, grad[i], slots, i, P);
+    for_each_part((P + block - 1) / block, parts, [&](std::size_t, std::size_t first, std::size_t last) {
+      optimizer_update_range(state.optimizer, state.step + 1, params, grad, slots, first * block,
+                             std::min(last * block, P), P);
     });
     ++state.step;
     return value;

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
+#include "tapeless/core/lanes.hpp"
 #include "tapeless/core/math.hpp"
 
 namespace tl {
@@ -97,11 +99,46 @@ TL_HD TL_INLINE void optimizer_update(const typename Optimizer::template constan
   else Optimizer::update(c, params[i], g, state[i], state[n + i]);
 }
 
+// Whether the optimizer's update also takes lanes of values (core/lanes.hpp), as the
+// built-in ones do: their update is written once, for any T.
+template <class Optimizer, class T, std::size_t K>
+concept optimizer_takes_lanes = requires(const Optimizer& o, lanes<T, K>& v) {
+  Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v, v);
+} || requires(const Optimizer& o, lanes<T, K>& v) { Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v); };
+
+inline constexpr std::size_t optimizer_lanes = 16;
+
+// Step `step` of parameters [first, last) of n, on the host: 16 at a time on lanes
+// (vector instructions; the same rule as one at a time, to an ulp or so where the
+// compiler contracts a product and a sum into an FMA differently:
+// tests/cpu/test_optimizers.cpp) where the optimizer takes them, the rest one by one.
+template <class Optimizer, class T>
+void optimizer_update_range(const Optimizer& opt, long step, T* params, const T* grad, T* state, std::size_t first,
+                            std::size_t last, std::size_t n) {
+  constexpr std::size_t K = optimizer_lanes;
+  std::size_t i = first;
+  if constexpr (optimizer_takes_lanes<Optimizer, T, K>) {
+    using L = lanes<T, K>;
+    const auto c = opt.template at_step<L>(step);
+    for (; i + K <= last; i += K) {  // (memcpy: one vector move each)
+      L p, g, s[Optimizer::state_slots];
+      std::memcpy(p.v, params + i, sizeof p.v);
+      std::memcpy(g.v, grad + i, sizeof g.v);
+      for (std::size_t j = 0; j < Optimizer::state_slots; ++j) std::memcpy(s[j].v, state + j * n + i, sizeof s[j].v);
+      if constexpr (Optimizer::state_slots == 1) Optimizer::update(c, p, g, s[0]);
+      else Optimizer::update(c, p, g, s[0], s[1]);
+      std::memcpy(params + i, p.v, sizeof p.v);
+      for (std::size_t j = 0; j < Optimizer::state_slots; ++j) std::memcpy(state + j * n + i, s[j].v, sizeof s[j].v);
+    }
+  }
+  const auto c = opt.template at_step<T>(step);
+  for (; i < last; ++i) optimizer_update<Optimizer>(c, params, grad[i], state, i, n);
+}
+
 // One optimizer step over n parameters.
 template <class Optimizer, class T>
 void optimizer_step(const Optimizer& opt, long step, T* params, const T* grad, T* state, std::size_t n) {
-  const auto c = opt.template at_step<T>(step);
-  for (std::size_t i = 0; i < n; ++i) optimizer_update<Optimizer>(c, params, grad[i], state, i, n);
+  optimizer_update_range(opt, step, params, grad, state, 0, n, n);
 }
 }  // namespace detail
 
