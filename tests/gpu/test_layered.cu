@@ -131,6 +131,33 @@ TEST(Layered, FusedHeadsWithEveryLossMatchCpu) {
   }
 }
 
+// Hidden layers whose activation's derivative is a function of its value (sigmoid,
+// relu, tanh, identity) have it recomputed from their outputs by the input-delta
+// kernel (slopes_from_outputs): after GEMMs and thin products, with the next layer's
+// input delta from a GEMM and from a thin product (3 and 1 outputs), beside layers
+// that keep their slopes (gelu, a lambda, a fused first layer, last layers), over
+// chunks and odd batches, float and double.
+TEST(Layered, SlopesRecomputedFromOutputsMatchCpu) {
+  const auto mixed = tl::chain(tl::dense<6, 40>(tl::sigmoid), tl::dense<40, 48>(tl::relu), tl::dense<48, 3>(tl::tanh),
+                               tl::dense<3, 56>(tl::identity), tl::dense<56, 64>(tl::gelu), tl::dense<64, 2>(tl::tanh));
+  const auto field = tl::chain(tl::dense<2, 80>(tl::tanh), tl::dense<80, 80>([](auto x) { return x * tl::sigmoid(x); }),
+                               tl::dense<80, 70>(tl::sigmoid), tl::dense<70, 1>());
+  using namespace tl::detail::gpu;
+  using A = decltype(mixed);
+  using B = decltype(field);
+  static_assert(slopes_from_outputs<A, 0> && slopes_from_outputs<A, 1> && slopes_from_outputs<A, 2> &&
+                slopes_from_outputs<A, 3> && !slopes_from_outputs<A, 4> && !slopes_from_outputs<A, 5>);
+  static_assert(forward_writes_slopes<A, 4> && forward_writes_slopes<A, 5> && !forward_writes_slopes<A, 0>);
+  static_assert(!forward_writes_slopes<B, 0> && forward_writes_slopes<B, 1> && !forward_writes_slopes<B, 2> &&
+                forward_writes_slopes<B, 3>);
+  for (std::size_t batch : {1u, 31u, 65537u}) {
+    expect_layered_equals_cpu<float>(mixed, tl::mse, batch, 66, 1 << 20);
+    expect_layered_equals_cpu<float>(field, tl::mse, batch, 67, 1 << 20);
+    expect_layered_equals_cpu<double>(mixed, tl::huber, batch, 68, 1 << 20);
+    expect_layered_equals_cpu<double>(field, tl::mse, batch, 69);
+  }
+}
+
 // The neural-field shape: a thin first layer whose gradient comes with the thin last
 // layer's backward (fuses_first_layer, thin second layer), over several chunks, float
 // and double; and apply writing the thin last layer straight to y.

@@ -4,12 +4,15 @@
 // layer L - 1's bias gradient, taken on the way (layered_plan.hpp, "delta_slices";
 // cuda/slice_sums.hpp adds the slices).
 // The product W_L^T delta_L is cuBLASLt's (`sums`) or, for a layer of at most
-// thin_product_terms outputs, made here from W_L and delta_L.
+// thin_product_terms outputs, made here from W_L and delta_L. act'(Z_{L-1}) is the
+// slope layer L - 1's forward kept or, for an activation whose derivative is a function
+// of its value (slopes_from_outputs), recomputed from A_{L-1}.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "tapeless/cuda/layered_plan.hpp"
 
@@ -17,10 +20,14 @@ namespace tl::detail::gpu {
 
 // What the input-delta kernels write for unit i of the layer before from its sum over
 // the next layer's deltas: delta = slope * sum, in place of the slope, and its bfloat16
-// copy for bf16 products. Returns the delta.
-template <class T>
-__device__ inline T write_delta(T sum, std::size_t i, T* slope, __nv_bfloat16* low) {
-  const T delta = slope[i] * sum;
+// copy for bf16 products. Below: that layer's activation when its slope is recomputed
+// from its output (`outputs`), void when its forward kept it. Returns the delta.
+template <class Below, class T>
+__device__ inline T write_delta(T sum, std::size_t i, const T* outputs, T* slope, __nv_bfloat16* low) {
+  T d;
+  if constexpr (std::is_void_v<Below>) d = slope[i];
+  else d = Below::derivative_from_value(outputs[i]);
+  const T delta = d * sum;
   slope[i] = delta;
   if (low) low[i] = __float2bfloat16(float(delta));
   return delta;
@@ -30,11 +37,11 @@ __device__ inline T write_delta(T sum, std::size_t i, T* slope, __nv_bfloat16* l
 // by 8 rows of samples (threadIdx.y) over one slice of the chunk (blockIdx.y). Out > 0:
 // the sum over the next layer's Out deltas is made here from W (Out x In, row-major);
 // Out = 0: it is `sums` (rows x In). Each block's column sums go to its slice's row of
-// `partials` (In values).
-template <std::size_t In, std::size_t Out, class T>
+// `partials` (In values). Below and `outputs`: as write_delta's.
+template <std::size_t In, std::size_t Out, class Below, class T>
 __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
-    input_delta_kernel(const T* w, const T* delta, const T* sums, T* previous_slope, std::size_t rows,
-                       __nv_bfloat16* low, T* partials) {
+    input_delta_kernel(const T* w, const T* delta, const T* sums, const T* outputs, T* previous_slope,
+                       std::size_t rows, __nv_bfloat16* low, T* partials) {
   const std::size_t k = blockIdx.x * std::size_t(delta_block_columns) + threadIdx.x;
   const auto [first, last] = block_slice(rows);
   T column = T(0);
@@ -53,7 +60,7 @@ __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
       } else {
         sum = sums[s * In + k];
       }
-      column += write_delta(sum, s * In + k, previous_slope, low);
+      column += write_delta<Below>(sum, s * In + k, outputs, previous_slope, low);
     }
   }
   __shared__ T block_sums[delta_block_rows][delta_block_columns];

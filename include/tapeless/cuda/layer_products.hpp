@@ -1,6 +1,7 @@
 // One dense layer's products on the layer-at-a-time path, in column-major BLAS terms
 // with a chunk's samples as columns (a layer's rows in the workspace are its samples):
 //   forward       Z (Out x rows) = W^T X, then A = act(Z + b), slope = act'(Z + b)
+//                 (unless the backward recomputes it: forward_writes_slopes)
 //   weight grad   dW (In x Out) += X delta^T
 //   input delta   delta_prev (In x rows) = (W delta) * slope_prev, db_prev += its row sums
 // W is the layer's row-major Out x In weight block, i.e. a column-major In x Out matrix.
@@ -267,8 +268,9 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + bias_partial_offset<Model, L - 1>;
     const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(bias_slices<Model, L - 1>(rows)));
     const dim3 block(delta_block_columns, delta_block_rows);
-    input_delta_kernel<In, thin_delta ? Out : 0><<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums),
-                                                                            previous_slope, rows, low, partials);
+    using below = decltype(Model::template layer_type<L - 1>::activation);
+    input_delta_kernel<In, thin_delta ? Out : 0, std::conditional_t<slopes_from_outputs<Model, L - 1>, below, void>>
+        <<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums), in, previous_slope, rows, low, partials);
     TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered backward)");
   }
 }

@@ -1,7 +1,9 @@
 // The layer-at-a-time path: chains of dense layers too large for a block to keep on
 // chip (the tiled kernels' limit is ~200 KB of shared memory a block), in float or
 // double. The batch goes through in chunks; for each chunk
-//   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer
+//   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer (tanh,
+//                                                                              sigmoid, relu: act' is
+//                                                                              recomputed from A_l)
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel (with the last
 //                                                                              layer's forward when it
 //                                                                              has at most 4 outputs)
@@ -134,8 +136,8 @@ void with_precision(matmul_precision precision, F f) {
 }
 
 // Forward of one chunk of `rows` samples. Layer l's outputs and slopes go to the
-// workspace, except the last layer's outputs when `last_out` is given (apply), and a
-// fused first layer's slopes, which its backward recomputes (fuses_first_layer).
+// workspace, except the last layer's outputs when `last_out` is given (apply), and
+// the slopes the backward recomputes (forward_writes_slopes).
 template <matmul_precision Precision, class Model, class T>
 void layered_forward(const Model& model, const T* params, const T* x, std::size_t rows, T* units, T* last_out,
                      bool keep_slopes, layered_workspace<Model, T>& ws, cudaStream_t stream,
@@ -145,8 +147,8 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
     ((L < layers ? forward_layer<Precision, L>(
          model, params, layer_input<Model, L>(x, units, stride), rows,
          (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride),
-         keep_slopes && !(L == 0 && fuses_first_layer<Model>) ? layer_slopes<Model, L>(units, stride)
-                                                              : static_cast<T*>(nullptr),
+         keep_slopes && forward_writes_slopes<Model, L> ? layer_slopes<Model, L>(units, stride)
+                                                        : static_cast<T*>(nullptr),
          keep_slopes, ws, stream) : void()),
      ...);
   }(std::make_index_sequence<Model::depth>{});

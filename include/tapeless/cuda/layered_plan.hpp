@@ -80,6 +80,17 @@ inline constexpr std::size_t thin_product_terms = 4;
 template <class Model>
 inline constexpr bool fuses_first_layer =
     Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
+// Whether layer L's forward writes its slopes for the backward. A fused first layer's
+// kernel recomputes them from the inputs; a hidden layer whose activation's derivative
+// is a function of its value (tanh, sigmoid, relu) has them recomputed from its outputs
+// by the input-delta kernel that turns them into deltas (which then writes the slope
+// rows it never read): a pass over a chunk's rows x Out values less a layer. The last
+// layer keeps them for the loss kernels.
+template <class Model, std::size_t L>
+inline constexpr bool slopes_from_outputs =
+    L + 1 < Model::depth && value_derivable_activation<decltype(Model::template layer_type<L>::activation)>;
+template <class Model, std::size_t L>
+inline constexpr bool forward_writes_slopes = !(L == 0 && fuses_first_layer<Model>) && !slopes_from_outputs<Model, L>;
 template <class Model>
 inline constexpr bool fuses_second_layer_weights = [] {
   if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;

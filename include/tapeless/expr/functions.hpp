@@ -45,7 +45,6 @@ struct unary_function {
   inline constexpr NAME##_fn NAME{}; \
   template <class T> TL_HD inline T NAME##_fn::value_and_derivative(T x, [[maybe_unused]] T& d) const
 
-TL_UNARY_FUNCTION(identity) { d = T(1); return x; }
 TL_UNARY_FUNCTION(negate) { d = T(-1); return -x; }
 TL_UNARY_FUNCTION(exp) { const T y = math::exp(x); d = y; return y; }
 TL_UNARY_FUNCTION(log) { d = T(1) / x; return math::log(x); }
@@ -64,18 +63,42 @@ TL_UNARY_FUNCTION(erf) {
   d = T(two_over_sqrt_pi) * math::exp(-x * x);
   return math::erf(x);
 }
-TL_UNARY_FUNCTION(tanh) { const T y = math::tanh(x); d = T(1) - y * y; return y; }
 TL_UNARY_FUNCTION(square) { d = T(2) * x; return x * x; }
 TL_UNARY_FUNCTION(abs) { d = math::select(x > T(0), T(1), math::select(x < T(0), T(-1), T(0))); return math::abs(x); }
-TL_UNARY_FUNCTION(relu) { d = math::select(x > T(0), T(1), T(0)); return math::select(x > T(0), x, T(0)); }
 
+// Functions whose derivative is a function of their value: value_and_derivative
+// computes d with derivative_from_value(y), so the two agree bit for bit, and a
+// backend may keep such a layer's values alone (the GPU's layer-at-a-time path,
+// cuda/layer_products.hpp; nn/activation.hpp's value_derivable_activation).
+#define TL_VALUE_DERIVABLE_FUNCTION(NAME, VALUE, DERIVATIVE) \
+  struct NAME##_fn : unary_function<NAME##_fn> { \
+    static constexpr const char* name = #NAME; \
+    template <class T> TL_HD T value_and_derivative(T x, T& d) const { \
+      const T y = VALUE; \
+      d = derivative_from_value(y); \
+      return y; \
+    } \
+    template <class T> TL_HD static T derivative_from_value([[maybe_unused]] T y) { return DERIVATIVE; } \
+  }; \
+  inline constexpr NAME##_fn NAME{}
+
+TL_VALUE_DERIVABLE_FUNCTION(identity, x, T(1));
+TL_VALUE_DERIVABLE_FUNCTION(tanh, math::tanh(x), T(1) - y * y);
+// relu(x) > 0 exactly where x > 0 (a NaN gives 0 and 0 either way).
+TL_VALUE_DERIVABLE_FUNCTION(relu, math::select(x > T(0), x, T(0)), math::select(y > T(0), T(1), T(0)));
+#undef TL_VALUE_DERIVABLE_FUNCTION
 // Stable for large |x|: only e^{-|x|} is ever formed.
-TL_UNARY_FUNCTION(sigmoid) {
-  const T t = math::exp(-math::abs(x));
-  const T y = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
-  d = y * (T(1) - y);
-  return y;
-}
+struct sigmoid_fn : unary_function<sigmoid_fn> {
+  static constexpr const char* name = "sigmoid";
+  template <class T> TL_HD T value_and_derivative(T x, T& d) const {
+    const T t = math::exp(-math::abs(x));
+    const T y = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
+    d = derivative_from_value(y);
+    return y;
+  }
+  template <class T> TL_HD static T derivative_from_value(T y) { return y * (T(1) - y); }
+};
+inline constexpr sigmoid_fn sigmoid{};
 TL_UNARY_FUNCTION(softplus) {
   const T t = math::exp(-math::abs(x));
   d = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));

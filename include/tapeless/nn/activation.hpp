@@ -37,6 +37,14 @@ concept builtin_activation = requires(const F& f, float x, float& d) {
   { f.value_and_derivative(x, d) } -> std::same_as<float>;
 };
 
+// A built-in activation whose derivative is a function of its value (tl::tanh,
+// tl::sigmoid, tl::relu, tl::identity): a backend may keep such a layer's outputs
+// alone and recompute the derivative from them, bit for bit.
+template <class F>
+concept value_derivable_activation = builtin_activation<F> && requires(float y) {
+  { F::derivative_from_value(y) } -> std::same_as<float>;
+};
+
 namespace detail {
 template <class F>
 constexpr bool check_activation() {
