@@ -1,6 +1,7 @@
 // Every differentiable function: value, gradient and Hessian-vector product against
 // float64 references at random non-zero points.
 #include <cmath>
+#include <limits>
 
 #include "../support/expect_ad.hpp"
 
@@ -144,6 +145,42 @@ TEST(Arithmetic, BinaryOperators) {
     expect_ad([](auto x, auto y) { return 4.0 / (x * x + y * y + 1.0); },
               [](const P2& q) { return 4 / (q[0] * q[0] + q[1] * q[1] + 1); }, p);
   }
+}
+
+// The activations whose derivative is a function of their value: derivative_from_value
+// of the value is the derivative value_and_derivative gives, bit for bit, at ordinary
+// and special inputs (±0, ±inf, NaN, the smallest subnormal, saturation), float and
+// double. Only activations that say so qualify (value_derivable); one with a static
+// derivative_from_value but no flag, and gelu, do not.
+template <class F, class T>
+void expect_value_derivative_exact(const F& f) {
+  static_assert(tl::value_derivable_activation<F>);
+  const T inf = std::numeric_limits<T>::infinity();
+  for (T x : {T(-20), T(-3.5), T(-1), T(-0.25), T(-0.0), T(0), T(1e-30), T(0.7), T(1), T(4), T(20), inf, -inf,
+              std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::quiet_NaN()}) {
+    T d;
+    const T y = f.value_and_derivative(x, d);
+    const T again = F::derivative_from_value(y);
+    if (std::isnan(d)) EXPECT_TRUE(std::isnan(again)) << F::name << " at " << x;
+    else EXPECT_EQ(again, d) << F::name << " at " << x;
+  }
+}
+struct claims_a_value_derivative {  // a derivative of the value, but no flag: not taken
+  static constexpr const char* name = "mine";
+  template <class T> T value_and_derivative(T x, T& d) const { d = T(2) * x; return x * x; }
+  template <class T> static T derivative_from_value(T y) { return T(2) * y; }
+};
+TEST(Functions, DerivativeFromValueIsExact) {
+  expect_value_derivative_exact<tl::tanh_fn, float>(tl::tanh);
+  expect_value_derivative_exact<tl::sigmoid_fn, float>(tl::sigmoid);
+  expect_value_derivative_exact<tl::relu_fn, float>(tl::relu);
+  expect_value_derivative_exact<tl::identity_fn, float>(tl::identity);
+  expect_value_derivative_exact<tl::tanh_fn, double>(tl::tanh);
+  expect_value_derivative_exact<tl::sigmoid_fn, double>(tl::sigmoid);
+  expect_value_derivative_exact<tl::relu_fn, double>(tl::relu);
+  static_assert(!tl::value_derivable_activation<tl::gelu_fn> && !tl::value_derivable_activation<tl::silu_fn>);
+  static_assert(tl::builtin_activation<claims_a_value_derivative> &&
+                !tl::value_derivable_activation<claims_a_value_derivative>);
 }
 
 }  // namespace

@@ -114,4 +114,30 @@ TEST(Optimizers, LanesEqualOneAtATime) {
   expect_lanes_equal_one_at_a_time<double>(tl::sgd{0.1});
 }
 
+// A user's optimizer whose update is a template but branches on a value: without
+// generic_update it is never given lanes, and it still runs, one parameter at a time.
+struct clipped_sgd {
+  double lr = 0.1;
+  static constexpr const char* name = "clipped_sgd";
+  static constexpr std::size_t state_slots = 1;
+  template <class T> struct constants { T lr; };
+  template <class T> constants<T> at_step(long) const { return {T(lr)}; }
+  template <class T> static void update(const constants<T>& c, T& p, T g, T& v) {
+    v = g;
+    if (g > T(1)) g = T(1);  // a branch: no meaning for lanes
+    p -= c.lr * g;
+  }
+};
+TEST(Optimizers, UserOptimizerWithoutGenericUpdateRunsOneAtATime) {
+  static_assert(tl::optimizer<clipped_sgd>);
+  static_assert(!tl::detail::optimizer_takes_lanes<clipped_sgd, float, 16>);
+  std::vector<float> p(40, 1.0f), g(40, 3.0f), state(40, 0.0f);
+  g[7] = 0.5f;
+  tl::detail::optimizer_step(clipped_sgd{}, 1, p.data(), g.data(), state.data(), 40);
+  EXPECT_FLOAT_EQ(p[0], 0.9f);   // clipped to 1
+  EXPECT_FLOAT_EQ(p[7], 0.95f);  // not clipped
+  EXPECT_FLOAT_EQ(p[39], 0.9f);
+  EXPECT_EQ(state[7], 0.5f);
+}
+
 }  // namespace

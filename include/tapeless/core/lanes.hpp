@@ -1,7 +1,8 @@
 // K values processed as one: the scalar type the expression sweeps run on when a
-// formula is evaluated for K samples at once (nn/expression_model.hpp). Every
-// operation is a loop over the K lanes, which the compiler turns into vector
-// instructions; a comparison gives a mask, and math::select picks lane by lane.
+// formula is evaluated for K samples at once (nn/expression_model.hpp), and the CPU's
+// optimizer update (nn/optimizers.hpp). Every operation is a loop over the K lanes,
+// which the compiler turns into vector instructions (sqrt: SSE's, below); a comparison
+// gives a mask, and math::select picks lane by lane.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,8 @@
 #include "tapeless/core/math.hpp"
 
 // Host code compiled by g++ or clang for x86-64 (not by nvcc: its CPU paths need no
-// speed) takes SSE's square roots (math::sqrt below).
+// speed) takes SSE's square roots (math::sqrt below). Both forms are correctly
+// rounded, so a program mixing .cpp and .cu files gets the same values from either.
 #if !defined(__CUDACC__) && defined(__SSE2__)
 #define TL_HOST_SSE_SQRT 1
 #include <emmintrin.h>

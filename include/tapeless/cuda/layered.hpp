@@ -1,8 +1,9 @@
 // The layer-at-a-time path: chains of dense layers too large for a block to keep on
 // chip (the tiled kernels' limit is ~200 KB of shared memory a block), in float or
 // double. The batch goes through in chunks; for each chunk
-//   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer (tanh,
-//                                                                              sigmoid, relu: act' is
+//   forward      Z_l = A_{l-1} W_l^T (+ b_l), A_l = act(Z_l), act'(Z_l) kept   one GEMM a layer (a hidden
+//                                                                              tanh, sigmoid, relu or
+//                                                                              identity layer's act' is
 //                                                                              recomputed from A_l)
 //   loss         delta_L = act'(Z_L) * d loss / d A_L, per-sample losses      one kernel (with the last
 //                                                                              layer's forward when it

@@ -82,10 +82,10 @@ inline constexpr bool fuses_first_layer =
     Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
 // Whether layer L's forward writes its slopes for the backward. A fused first layer's
 // kernel recomputes them from the inputs; a hidden layer whose activation's derivative
-// is a function of its value (tanh, sigmoid, relu) has them recomputed from its outputs
-// by the input-delta kernel that turns them into deltas (which then writes the slope
-// rows it never read): a pass over a chunk's rows x Out values less a layer. The last
-// layer keeps them for the loss kernels.
+// is a function of its value (tanh, sigmoid, relu, identity) has them recomputed from
+// its outputs by the input-delta kernel that turns them into deltas (which then writes
+// the slope rows it never read): a pass over a chunk's rows x Out values less a layer.
+// The last layer keeps them for the loss kernels.
 template <class Model, std::size_t L>
 inline constexpr bool slopes_from_outputs =
     L + 1 < Model::depth && value_derivable_activation<decltype(Model::template layer_type<L>::activation)>;

@@ -73,6 +73,7 @@ TL_UNARY_FUNCTION(abs) { d = math::select(x > T(0), T(1), math::select(x < T(0),
 #define TL_VALUE_DERIVABLE_FUNCTION(NAME, VALUE, DERIVATIVE) \
   struct NAME##_fn : unary_function<NAME##_fn> { \
     static constexpr const char* name = #NAME; \
+    static constexpr bool value_derivable = true; \
     template <class T> TL_HD T value_and_derivative(T x, T& d) const { \
       const T y = VALUE; \
       d = derivative_from_value(y); \
@@ -90,6 +91,7 @@ TL_VALUE_DERIVABLE_FUNCTION(relu, math::select(x > T(0), x, T(0)), math::select(
 // Stable for large |x|: only e^{-|x|} is ever formed.
 struct sigmoid_fn : unary_function<sigmoid_fn> {
   static constexpr const char* name = "sigmoid";
+  static constexpr bool value_derivable = true;
   template <class T> TL_HD T value_and_derivative(T x, T& d) const {
     const T t = math::exp(-math::abs(x));
     const T y = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));

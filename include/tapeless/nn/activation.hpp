@@ -37,13 +37,18 @@ concept builtin_activation = requires(const F& f, float x, float& d) {
   { f.value_and_derivative(x, d) } -> std::same_as<float>;
 };
 
-// A built-in activation whose derivative is a function of its value (tl::tanh,
-// tl::sigmoid, tl::relu, tl::identity): a backend may keep such a layer's outputs
-// alone and recompute the derivative from them, bit for bit.
+// An activation whose derivative is a function of its value (tl::tanh, tl::sigmoid,
+// tl::relu, tl::identity): a backend may keep such a layer's outputs alone and
+// recompute the derivative from them. The protocol, for a user's own activation too:
+// `static constexpr bool value_derivable = true` and a static derivative_from_value(y)
+// for float and double that gives f'(x) from y = f(x) (not f'(y)), as
+// value_and_derivative does.
 template <class F>
-concept value_derivable_activation = builtin_activation<F> && requires(float y) {
-  { F::derivative_from_value(y) } -> std::same_as<float>;
-};
+concept value_derivable_activation =
+    builtin_activation<F> && requires { requires F::value_derivable; } && requires(float y, double w) {
+      { F::derivative_from_value(y) } -> std::same_as<float>;
+      { F::derivative_from_value(w) } -> std::same_as<double>;
+    };
 
 namespace detail {
 template <class F>

@@ -4,7 +4,9 @@
 // `state_slots` arrays beside the parameters, and `update` is one element's step, so
 // the CPU loop and the CUDA kernels share it. The protocol: state_slots,
 // at_step<T>(t) -> constants<T> (everything that depends only on the step t, from
-// 1), and update(constants, p, g, state...) for one parameter.
+// 1), and update(constants, p, g, state...) for one parameter; optionally
+// generic_update = true where update is one rule for any T, so that the CPU may run
+// it on 16 parameters at once (optimizer_takes_lanes below).
 #pragma once
 
 #include <cmath>
@@ -23,6 +25,7 @@ struct sgd {
   double lr = 0.01;
   double momentum = 0.0;
   static constexpr const char* name = "sgd";
+  static constexpr bool generic_update = true;  // update() is one rule for any T: lanes too
   static constexpr std::size_t state_slots = 1;
   static constexpr const char* slot_names[state_slots] = {"momentum_buffer"};  // PyTorch's names
   template <class T> struct constants { T lr, momentum; };
@@ -41,6 +44,7 @@ struct adam {
   double beta2 = 0.999;
   double eps = 1e-8;
   static constexpr const char* name = "adam";
+  static constexpr bool generic_update = true;  // (adamw inherits it)
   static constexpr std::size_t state_slots = 2;
   static constexpr const char* slot_names[state_slots] = {"exp_avg", "exp_avg_sq"};  // PyTorch's names
   template <class T> struct constants { T lr, beta1, beta2, eps, bias1, bias2, decay; };
@@ -99,12 +103,17 @@ TL_HD TL_INLINE void optimizer_update(const typename Optimizer::template constan
   else Optimizer::update(c, params[i], g, state[i], state[n + i]);
 }
 
-// Whether the optimizer's update also takes lanes of values (core/lanes.hpp), as the
-// built-in ones do: their update is written once, for any T.
+// Whether the optimizer's update also takes lanes of values (core/lanes.hpp): only
+// where it says so (generic_update = true, as the built-in ones do), since an update
+// that branches on a value (if (g > 0)), calls std:: functions or asks
+// numeric_limits<T> would not compile for lanes, or would mean something else there.
 template <class Optimizer, class T, std::size_t K>
-concept optimizer_takes_lanes = requires(const Optimizer& o, lanes<T, K>& v) {
-  Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v, v);
-} || requires(const Optimizer& o, lanes<T, K>& v) { Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v); };
+concept optimizer_takes_lanes = requires { requires Optimizer::generic_update; } &&
+                                (requires(const Optimizer& o, lanes<T, K>& v) {
+                                  Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v, v);
+                                } || requires(const Optimizer& o, lanes<T, K>& v) {
+                                  Optimizer::update(o.template at_step<lanes<T, K>>(1L), v, v, v);
+                                });
 
 inline constexpr std::size_t optimizer_lanes = 16;
 
@@ -120,7 +129,7 @@ void optimizer_update_range(const Optimizer& opt, long step, T* params, const T*
   if constexpr (optimizer_takes_lanes<Optimizer, T, K>) {
     using L = lanes<T, K>;
     const auto c = opt.template at_step<L>(step);
-    for (; i + K <= last; i += K) {  // (memcpy: one vector move each)
+    for (; i + K <= last; i += K) {  // (memcpy: vector moves)
       L p, g, s[Optimizer::state_slots];
       std::memcpy(p.v, params + i, sizeof p.v);
       std::memcpy(g.v, grad + i, sizeof g.v);
