@@ -1,5 +1,5 @@
 // Per-step time of wide dense chains on the CPU, and the fraction of the machine's
-// fp32 FMA peak it reaches. A cell: 2 -> W -> ... -> W -> 1, `depth` dense layers
+// fp32 FMA peak it reaches; then the time of tl::apply on the same batch. A cell: 2 -> W -> ... -> W -> 1, `depth` dense layers
 // (tanh on the hidden ones, the last linear; the models of bench/grid), MSE, Adam, one
 // full-batch train_step, median over repetitions. FLOPs per step: 6 B In Out per layer
 // (forward, input delta, weight gradient); activations and Adam count as zero.
@@ -11,6 +11,7 @@
 // Width and depth are template arguments: each width is its own function, built once.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -88,8 +89,17 @@ void run_cells(const options& o) {
     const double median = times[times.size() / 2];
     seconds_per_flop = median / flops(Width, Depth, batch);
     const double gflops = flops(Width, Depth, batch) / median / 1e9;
-    std::printf("%5zu %5zu %8zu %12.1f %9.1f %7.1f%%\n", Width, Depth, batch, median * 1e6, gflops,
-                100 * gflops / o.peak);
+    // tl::apply on the same batch: a forward, about a third of a step's work.
+    std::vector<double> apply_times;
+    float sink = 0;
+    for (int r = 0; r < o.reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      sink += tl::apply(model, state.params, x)(0, batch - 1);
+      apply_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(apply_times.begin(), apply_times.end());
+    std::printf("%5zu %5zu %8zu %12.1f %9.1f %7.1f%% %12.1f%s\n", Width, Depth, batch, median * 1e6, gflops,
+                100 * gflops / o.peak, apply_times[apply_times.size() / 2] * 1e6, std::isfinite(sink) ? "" : " (NaN)");
     std::fflush(stdout);
   }
 }
@@ -120,7 +130,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)\n", o.peak);
+  std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
   run_width<32>(o);
   run_width<64>(o);
   run_width<128>(o);

@@ -4,6 +4,7 @@
 // samples, float and double; a 50-step fit; threads; which pass a model gets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -260,6 +261,51 @@ TEST(PassChoice, ByTypeAndOverride) {
   const auto wide_api = tl::value_and_grad(tl::mse, wide, pw, xw, yw);
   EXPECT_EQ(std::vector<float>(wide_api.gradient.flat().begin(), wide_api.gradient.flat().end()),
             (run_pass<cpu_pass::blocked>(wide, tl::mse, pw, xw, yw, 0).gradient));
+}
+
+// tl::apply takes the blocked pass's forward for the models whose steps take it, over
+// threads: its outputs equal the lane pass's forward to rounding, at widths that are
+// and are not multiples of the register tile and several outputs, and each sample's
+// outputs are the same bits whether it comes alone or in a batch split over threads.
+template <class T, class Model>
+void expect_apply_matches_lanes(const Model& model, std::size_t batch, double tolerance) {
+  static_assert(tl::detail::pass_by_type<Model>() == cpu_pass::blocked);
+  constexpr std::size_t In = Model::inputs, Out = Model::outputs, K = tl::detail::cpu_lanes;
+  tl::rng gen(batch + 3);
+  auto p = tl::init<T>(model, gen);
+  for (T& v : tl::flat(p)) v += T(0.2 * (gen.uniform() - 0.5));
+  const auto x = random_matrix<T>(gen, In, batch);
+  const auto y = tl::apply(model, p, x);
+  ASSERT_EQ(y.features(), Out);
+  ASSERT_EQ(y.batch(), batch);
+  tl::detail::group_buffers<Model, K, T> buffers;
+  T xg[In * K];
+  double worst = 0;
+  for (std::size_t g = 0; g < batch; g += K) {
+    const std::size_t count = std::min(K, batch - g);
+    tl::detail::load_group<In, K>(x.data(), g, count, xg);
+    const T* lanes = tl::detail::forward_group(model, p.data(), xg, buffers);
+    for (std::size_t k = 0; k < count; ++k)
+      for (std::size_t o = 0; o < Out; ++o)
+        worst = std::max(worst, std::abs(double(y(o, g + k)) - double(lanes[o * K + k])) /
+                                    std::max(1.0, std::abs(double(lanes[o * K + k]))));
+  }
+  EXPECT_LE(worst, tolerance) << "batch " << batch;
+  for (std::size_t s : {std::size_t(0), batch / 2, batch - 1}) {
+    tl::basic_matrix<T> one(In, 1);
+    for (std::size_t i = 0; i < In; ++i) one(i, 0) = x(i, s);
+    const auto alone = tl::apply(model, p, one);
+    for (std::size_t o = 0; o < Out; ++o) EXPECT_EQ(alone(o, 0), y(o, s)) << "sample " << s << " of " << batch;
+  }
+}
+
+TEST(BlockedPass, ApplyMatchesLanePassWholeOrOneByOne) {
+  const auto wide = tl::chain(tl::dense<3, 300>(tl::tanh), tl::dense<300, 40>(tl::gelu), tl::dense<40, 3>());
+  for (std::size_t batch : {1u, 31u, 4099u}) {
+    expect_apply_matches_lanes<float>(wide, batch, 2e-5);
+    expect_apply_matches_lanes<double>(wide, batch, 1e-12);
+    expect_apply_matches_lanes<float>(width_33(), batch, 2e-5);
+  }
 }
 
 TEST(BlockedPass, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {

@@ -48,6 +48,18 @@ cpu_workspace<T>& workspace_for_this_thread() {
   return workspace;
 }
 
+// The blocked pass's weights, rearranged for its products (once a step, or an apply),
+// into this thread's workspace; in parts on the pool for large models.
+template <class Model, class T>
+const T* packed_weights(const T* params, cpu_workspace<T>& ws) {
+  using pass_type = blocked_chain<Model, T>;
+  if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
+  T* packed = ws.packed.data();
+  const std::size_t parts = cpu_threads_for_values(pass_type::packed_size);
+  for_each_part(parts, parts, [&](std::size_t part, std::size_t, std::size_t) { pass_type::pack(params, packed, part, parts); });
+  return packed;
+}
+
 // Copies samples [first, first + count) of a sample-major matrix into lane-major
 // [rows][K]. The lanes past count repeat the last sample: a padding of zeros could be
 // outside the model's domain (log(x) at x = 0) and turn the lanes' sums into NaN, even
@@ -118,12 +130,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
     if (blocked) {
       using pass_type = blocked_chain<Model, T>;
       threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
-      if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
-      T* packed = ws.packed.data();
-      const std::size_t pack_parts = cpu_threads_for_values(pass_type::packed_size);
-      for_each_part(pack_parts, pack_parts, [&](std::size_t part, std::size_t, std::size_t) {
-        pass_type::pack(params, packed, part, pack_parts);
-      });
+      const T* packed = packed_weights<Model>(params, ws);
       ws.wide_gradient.resize(threads * P);
       ws.loss.assign(threads, 0.0);
       for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
@@ -166,21 +173,41 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
 
 }  // namespace detail
 
-// The model's outputs for every sample of x: shape (outputs, batch).
+// The model's outputs for every sample of x: shape (outputs, batch). The forward of
+// the pass a training step takes (cpu/pass_choice.hpp), over threads by work as a step
+// is (a forward is about a third of a step's work); each sample's outputs are the same
+// whatever the thread count. (It was one thread on the lane pass for every model: 11x
+// a whole training step for 2-256x3-1, docs/performance.md 2026-12-06.)
 template <model Model, class T>
 basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, const basic_matrix<T>& x) {
   detail::check_batch<Model>("apply", x);
   constexpr std::size_t K = detail::cpu_lanes, In = Model::inputs, Out = Model::outputs;
-  basic_matrix<T> y(Out, x.batch());
-  detail::group_buffers<Model, K, T> buffers;
-  T xg[In * K];
-  for (std::size_t g = 0; g < x.batch(); g += K) {
-    const std::size_t count = std::min(K, x.batch() - g);
-    detail::load_group<In, K>(x.data(), g, count, xg);
-    const T* out = detail::forward_group(model, params.data(), xg, buffers);
-    for (std::size_t k = 0; k < count; ++k)
-      for (std::size_t o = 0; o < Out; ++o) y(o, g + k) = out[o * K + k];
+  const std::size_t batch = x.batch();
+  basic_matrix<T> y(Out, batch);
+  if constexpr (detail::blocked_pass_compiled<Model, cpu_pass::automatic>()) {
+    if (!detail::lanes_forced_by_environment()) {
+      using pass_type = detail::blocked_chain<Model, T>;
+      const std::size_t threads =
+          detail::cpu_step_threads(0, batch, pass_type::work_per_sample / 3 + 1, detail::blocked_work_per_thread);
+      const T* packed = detail::packed_weights<Model>(params.data(), detail::workspace_for_this_thread<T>());
+      detail::for_each_range(batch, threads, [&](std::size_t, std::size_t first, std::size_t last) {
+        pass_type::outputs(model, packed, x.data(), first, last, pass_type::thread_buffer(), y.data());
+      });
+      return y;
+    }
   }
+  const std::size_t threads = detail::cpu_step_threads(0, batch, Model::parameter_count / 3 + 1);
+  detail::for_each_range(batch, threads, [&](std::size_t, std::size_t first, std::size_t last) {
+    detail::group_buffers<Model, K, T> buffers;
+    T xg[In * K];
+    for (std::size_t g = first; g < last; g += K) {
+      const std::size_t count = std::min(K, last - g);
+      detail::load_group<In, K>(x.data(), g, count, xg);
+      const T* out = detail::forward_group(model, params.data(), xg, buffers);
+      for (std::size_t k = 0; k < count; ++k)
+        for (std::size_t o = 0; o < Out; ++o) y(o, g + k) = out[o * K + k];
+    }
+  });
   return y;
 }
 

@@ -98,27 +98,46 @@ struct blocked_chain {
   template <class Loss>
   static double accumulate(const Model& model, const Loss& loss, const T* packed, const T* x, const T* y,
                            std::size_t first, std::size_t last, T* buffer, double* grad) {
-    constexpr std::size_t in_stride = layer<0>::in_stride;
     double total = 0.0;
     for (std::size_t start = first; start < last; start += chunk) {
       const std::size_t count = std::min(chunk, last - start), used = simd::round_up(count, simd::tile_rows);
-      // Rows past count repeat the last sample (zeros could be outside the model's
-      // domain); their deltas are set to zero below.
-      T* input = inputs_of<0>(buffer);
-      for (std::size_t s = 0; s < used; ++s)
-        for (std::size_t i = 0; i < In; ++i) input[s * in_stride + i] = x[(start + std::min(s, count - 1)) * In + i];
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (layer<I>::forward(model.template sublayer<I>(), packed + packed_offset[I], inputs_of<I>(buffer),
-                           outputs_of<I>(buffer), slopes_of<I>(buffer), used, scratch_of(buffer)),
-         ...);
-      }(std::make_index_sequence<depth>{});
-      total += loss_and_output_delta(loss, y + start * Out, count, used, buffer);
+      forward_chunk(model, packed, x, start, count, used, buffer);
+      total += loss_and_output_delta(loss, y + start * Out, count, used, buffer);  // zero deltas past count
       backward<depth - 1>(packed, buffer, used, grad);
     }
     return total;
   }
 
+  // The model's outputs for samples [first, last) of x into y (sample-major, Out
+  // values a sample), chunk by chunk: tl::apply.
+  static void outputs(const Model& model, const T* packed, const T* x, std::size_t first, std::size_t last,
+                      T* buffer, T* y) {
+    constexpr std::size_t stride = layer<depth - 1>::out_stride;
+    for (std::size_t start = first; start < last; start += chunk) {
+      const std::size_t count = std::min(chunk, last - start), used = simd::round_up(count, simd::tile_rows);
+      forward_chunk(model, packed, x, start, count, used, buffer);
+      const T* out = outputs_of<depth - 1>(buffer);
+      for (std::size_t s = 0; s < count; ++s)
+        for (std::size_t o = 0; o < Out; ++o) y[(start + s) * Out + o] = out[s * stride + o];
+    }
+  }
+
  private:
+  // Forward of samples [start, start + count) through every layer, in rows [0, used);
+  // rows past count repeat the last sample (zeros could be outside the model's domain).
+  static void forward_chunk(const Model& model, const T* packed, const T* x, std::size_t start, std::size_t count,
+                            std::size_t used, T* buffer) {
+    constexpr std::size_t in_stride = layer<0>::in_stride;
+    T* input = inputs_of<0>(buffer);
+    for (std::size_t s = 0; s < used; ++s)
+      for (std::size_t i = 0; i < In; ++i) input[s * in_stride + i] = x[(start + std::min(s, count - 1)) * In + i];
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (layer<I>::forward(model.template sublayer<I>(), packed + packed_offset[I], inputs_of<I>(buffer),
+                         outputs_of<I>(buffer), slopes_of<I>(buffer), used, scratch_of(buffer)),
+       ...);
+    }(std::make_index_sequence<depth>{});
+  }
+
   // The chunk's loss sum; turns the last layer's slopes into its deltas.
   template <class Loss>
   static double loss_and_output_delta(const Loss& loss, const T* y, std::size_t count, std::size_t used, T* buffer) {
