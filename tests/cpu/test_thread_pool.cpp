@@ -128,6 +128,32 @@ TEST(ThreadPool, LateWorkersNeverJoinTheWrongRun) {
 
 // Two threads (two models trained at once) share one pool: their runs take turns, and
 // each sees every index of its own runs once.
+// A task that starts a run of its own (a user's loss or layer calling tl::apply)
+// gets every index of it, on its own thread, instead of waiting for the pool it is
+// part of; an exception there reaches the task.
+TEST(ThreadPool, RunInsideATaskRunsInline) {
+  tl::detail::thread_pool pool(3);
+  std::array<std::atomic<int>, 4> outer{}, inner{};
+  std::atomic<int> caught{0};
+  pool.run(4, [&](std::size_t i) {
+    outer[i].fetch_add(1);
+    pool.run(3, [&](std::size_t j) { inner[j].fetch_add(1); });
+    try {
+      pool.run(2, [&](std::size_t j) {
+        if (j == 1) throw std::runtime_error("inner");
+      });
+    } catch (const std::runtime_error&) {
+      caught.fetch_add(1);
+    }
+  });
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(outer[i].load(), 1) << i;
+  for (std::size_t j = 0; j < 3; ++j) EXPECT_EQ(inner[j].load(), 4) << j;
+  EXPECT_EQ(inner[3].load(), 0);
+  EXPECT_EQ(caught.load(), 4);
+  pool.run(4, [&](std::size_t i) { outer[i].fetch_add(1); });  // the pool still runs afterwards
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(outer[i].load(), 2) << i;
+}
+
 TEST(ThreadPool, RunsFromTwoThreadsTakeTurns) {
   tl::detail::thread_pool pool(2);
   std::atomic<int> bad{0};

@@ -74,10 +74,12 @@ class thread_pool {
   void hold_workers(bool hold) { holding_.store(hold); }
 
   // n <= size(). Runs from several threads (two models trained at once on one process's
-  // pool) take turns; a task must not call run() itself (it would wait for itself). A
-  // task that throws does not end the run early: the other indices still run, and
-  // run() rethrows the first exception once every index has finished, so no thread is
-  // left inside a task whose caller has returned.
+  // pool) take turns. A run called from inside a task (a loss or layer of the user's
+  // that calls tl::apply, say) runs its indices on the calling thread, one after the
+  // other: waiting for the pool it is part of would never end. A task that throws does
+  // not end the run early: the other indices still run, and run() rethrows the first
+  // exception once every index has finished, so no thread is left inside a task whose
+  // caller has returned.
   // (A pointer to the caller's callable and one to a function that calls it, rather
   // than std::function: <functional> alone costs the seed example ~0.1 s of build.)
   template <class Task>
@@ -85,6 +87,18 @@ class thread_pool {
     if (n > size()) throw std::logic_error("tapeless: thread_pool::run was given more tasks than threads");
     if (n <= 1) {
       if (n == 1) task(0);
+      return;
+    }
+    if (inside_task()) {
+      std::exception_ptr failure;
+      for (std::size_t i = 0; i < n; ++i) {
+        try {
+          task(i);
+        } catch (...) {
+          if (!failure) failure = std::current_exception();
+        }
+      }
+      if (failure) std::rethrow_exception(failure);
       return;
     }
     std::lock_guard one_run_at_a_time(run_mutex_);
@@ -100,6 +114,7 @@ class thread_pool {
     for (std::size_t i = 0; i < n; ++i) {  // its own index 0 first, then what is left
       if (claim(i, generation_)) {
         try {
+          const task_scope scope;
           task(i);
         } catch (...) {
           keep_failure(std::current_exception());
@@ -121,6 +136,17 @@ class thread_pool {
   }
 
  private:
+  // Whether this thread is running a task of some pool's run, which a nested run() asks.
+  static bool& inside_task() {
+    static thread_local bool inside = false;
+    return inside;
+  }
+  struct task_scope {
+    bool before = inside_task();
+    task_scope() { inside_task() = true; }
+    ~task_scope() { inside_task() = before; }
+  };
+
   void work(std::size_t own) {
     std::uint64_t seen = 0;
     for (;;) {
@@ -140,6 +166,7 @@ class thread_pool {
         const std::size_t i = (own + k) % n;  // its own index first (when the run has it)
         if (!claim(i, seen)) continue;
         try {
+          const task_scope scope;
           call_(context_, i);
         } catch (...) {
           keep_failure(std::current_exception());
