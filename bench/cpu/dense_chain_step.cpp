@@ -1,5 +1,6 @@
 // Per-step time of wide dense chains on the CPU, and the fraction of the machine's
-// fp32 FMA peak it reaches; then the time of tl::apply on the same batch. A cell: 2 -> W -> ... -> W -> 1, `depth` dense layers
+// fp32 FMA peak it reaches; then the time of tl::apply on the same batch. A cell:
+// 2 -> W -> ... -> W -> 1, `depth` dense layers
 // (tanh on the hidden ones, the last linear; the models of bench/grid), MSE, Adam, one
 // full-batch train_step, median over repetitions. FLOPs per step: 6 B In Out per layer
 // (forward, input delta, weight gradient); activations and Adam count as zero.
@@ -37,6 +38,11 @@ std::vector<std::size_t> sizes(const char* list) {
     if (end == c && *c) break;
   }
   return out;
+}
+
+double median_of(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 template <std::size_t Width, std::size_t Depth>
@@ -85,8 +91,7 @@ void run_cells(const options& o) {
       for (int k = 0; k < per_rep; ++k) t += step();
       times.push_back(t / per_rep);
     }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
+    const double median = median_of(times);
     seconds_per_flop = median / flops(Width, Depth, batch);
     const double gflops = flops(Width, Depth, batch) / median / 1e9;
     // tl::apply on the same batch: a forward, about a third of a step's work.
@@ -97,9 +102,8 @@ void run_cells(const options& o) {
       sink += tl::apply(model, state.params, x)(0, batch - 1);
       apply_times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    std::sort(apply_times.begin(), apply_times.end());
     std::printf("%5zu %5zu %8zu %12.1f %9.1f %7.1f%% %12.1f%s\n", Width, Depth, batch, median * 1e6, gflops,
-                100 * gflops / o.peak, apply_times[apply_times.size() / 2] * 1e6, std::isfinite(sink) ? "" : " (NaN)");
+                100 * gflops / o.peak, median_of(apply_times) * 1e6, std::isfinite(sink) ? "" : " (NaN)");
     std::fflush(stdout);
   }
 }

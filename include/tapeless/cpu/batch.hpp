@@ -126,7 +126,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   cpu_workspace<T>& ws = workspace_for_this_thread<T>();
   bool blocked = false;
   if constexpr (blocked_pass_compiled<Model, Pass>()) {
-    blocked = Pass == cpu_pass::blocked || !lanes_forced_by_environment();
+    blocked = runs_blocked_pass<Model, Pass>();
     if (blocked) {
       using pass_type = blocked_chain<Model, T>;
       threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
@@ -185,7 +185,7 @@ basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, co
   const std::size_t batch = x.batch();
   basic_matrix<T> y(Out, batch);
   if constexpr (detail::blocked_pass_compiled<Model, cpu_pass::automatic>()) {
-    if (!detail::lanes_forced_by_environment()) {
+    if (detail::runs_blocked_pass<Model, cpu_pass::automatic>()) {
       using pass_type = detail::blocked_chain<Model, T>;
       const std::size_t threads =
           detail::cpu_step_threads(0, batch, pass_type::work_per_sample / 3 + 1, detail::blocked_work_per_thread);

@@ -79,5 +79,14 @@ constexpr bool blocked_pass_compiled() {
   else return pass_by_type<Model>() == cpu_pass::blocked;
 }
 
+// Whether this run takes the blocked pass: compiled for it, and not sent to the lane
+// pass by TAPELESS_CPU_PASS=lanes unless the caller asked for the blocked pass by name.
+// Only call it where blocked_pass_compiled<Model, Requested>() holds.
+template <class Model, cpu_pass Requested>
+bool runs_blocked_pass() {
+  static_assert(blocked_pass_compiled<Model, Requested>());
+  return Requested == cpu_pass::blocked || !lanes_forced_by_environment();
+}
+
 }  // namespace detail
 }  // namespace tl

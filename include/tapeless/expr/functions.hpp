@@ -83,24 +83,21 @@ TL_UNARY_FUNCTION(abs) { d = math::select(x > T(0), T(1), math::select(x < T(0),
   }; \
   inline constexpr NAME##_fn NAME{}
 
+namespace detail {
+// 1 / (1 + e^-x), stable for large |x|: only e^{-|x|} is ever formed.
+template <class T>
+TL_HD T stable_logistic(T x) {
+  const T t = math::exp(-math::abs(x));
+  return math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
+}
+}  // namespace detail
+
 TL_VALUE_DERIVABLE_FUNCTION(identity, x, T(1));
 TL_VALUE_DERIVABLE_FUNCTION(tanh, math::tanh(x), T(1) - y * y);
 // relu(x) > 0 exactly where x > 0 (a NaN gives 0 and 0 either way).
 TL_VALUE_DERIVABLE_FUNCTION(relu, math::select(x > T(0), x, T(0)), math::select(y > T(0), T(1), T(0)));
+TL_VALUE_DERIVABLE_FUNCTION(sigmoid, detail::stable_logistic(x), y * (T(1) - y));
 #undef TL_VALUE_DERIVABLE_FUNCTION
-// Stable for large |x|: only e^{-|x|} is ever formed.
-struct sigmoid_fn : unary_function<sigmoid_fn> {
-  static constexpr const char* name = "sigmoid";
-  static constexpr bool value_derivable = true;
-  template <class T> TL_HD T value_and_derivative(T x, T& d) const {
-    const T t = math::exp(-math::abs(x));
-    const T y = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));
-    d = derivative_from_value(y);
-    return y;
-  }
-  template <class T> TL_HD static T derivative_from_value(T y) { return y * (T(1) - y); }
-};
-inline constexpr sigmoid_fn sigmoid{};
 TL_UNARY_FUNCTION(softplus) {
   const T t = math::exp(-math::abs(x));
   d = math::select(x >= T(0), T(1) / (T(1) + t), t / (T(1) + t));

@@ -130,12 +130,11 @@ void optimizer_update_range(const Optimizer& opt, long step, T* params, const T*
     using L = lanes<T, K>;
     const auto c = opt.template at_step<L>(step);
     for (; i + K <= last; i += K) {  // (memcpy: vector moves)
-      L p, g, s[Optimizer::state_slots];
+      L p, g, s[Optimizer::state_slots];  // s: the state's layout for one "parameter", p
       std::memcpy(p.v, params + i, sizeof p.v);
       std::memcpy(g.v, grad + i, sizeof g.v);
       for (std::size_t j = 0; j < Optimizer::state_slots; ++j) std::memcpy(s[j].v, state + j * n + i, sizeof s[j].v);
-      if constexpr (Optimizer::state_slots == 1) Optimizer::update(c, p, g, s[0]);
-      else Optimizer::update(c, p, g, s[0], s[1]);
+      optimizer_update<Optimizer>(c, &p, g, s, 0, 1);
       std::memcpy(params + i, p.v, sizeof p.v);
       for (std::size_t j = 0; j < Optimizer::state_slots; ++j) std::memcpy(state + j * n + i, s[j].v, sizeof s[j].v);
     }
