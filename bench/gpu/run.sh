@@ -17,7 +17,7 @@ start=$(date +%s.%N)
 if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
-targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu"
+targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu bench/other_layers_fit_gpu"
 # The microbenchmarks (per layer; CUB against the hand-written block and column sums,
 # and the general kernel's block sums) are targets only where Google Benchmark was found.
 micro=0
@@ -42,7 +42,7 @@ if [ "$stage" != bench ]; then
   # Sanitizers on small problems that still run every kernel: the per-thread, one-block,
   # tiled and general paths, the non-finite checks, expression models and least squares.
   filter_a='--gtest_filter=SeedFit.OneLaunch*:TrainStep.*:Errors.NonFinite*:TiledPath.SanitizerSized*'
-  filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLeastSquares.*'
+  filter_b='--gtest_filter=GpuLayers.LayerNorm*:GpuLayers.GeneralPath*:GpuLayers.WideModels*:GpuLeastSquares.*'
   filter_c='--gtest_filter=Layered.ManyChunks*:Layered.NonFinite*:Layered.ApplyMatchesCpu:Layered.Thin*:Layered.LowPrecisionWithThin*'
   # racecheck leaves out the TF32/bf16 test: it reports shared-memory hazards inside
   # cuBLASLt's own Hopper kernels there (nvjet_*, split-K; CUDA 13.0, 2026-12-04), none in
@@ -71,6 +71,8 @@ if [ "$stage" != test ]; then
   cpu=$(build-gpu/bench/seed_fit_step 100)
   scaled=$(build-gpu/bench/scaled_fit_gpu 7 | tee "$logs/scaled.log")
   build-gpu/bench/layered_fit_gpu 5 | tee "$logs/layered.log"
+  # Models with layer_norm and skip (the general kernel) beside the host's CPU and a dense chain.
+  build-gpu/bench/other_layers_fit_gpu 3 | tee "$logs/other_layers.log"
   # The A/B of cuBLASLt's kernel choice (cuda/blas.hpp): the same models with up to 8
   # of the heuristics' proposals timed (opt-in), run right after; per model, untuned / tuned.
   TAPELESS_BLAS_TUNING=1 build-gpu/bench/layered_fit_gpu 5 >"$logs/layered_tuned.log"

@@ -201,9 +201,8 @@ double history_difference(const std::vector<double>& a, const std::vector<double
   return worst;
 }
 
-template <class T>
-void mixed_model_trains_alike(std::size_t batch, bool one_launch) {
-  const auto model = mixed_model();
+template <class T, class Model>
+void trains_alike(const Model& model, std::size_t batch, bool one_launch, const char* name) {
   tl::rng gen(9);
   const auto p64 = random_parameters(model, gen);
   const auto params = cast<T>(p64);
@@ -229,19 +228,43 @@ void mixed_model_trains_alike(std::size_t batch, bool one_launch) {
   const double worst = history_difference<T>(gpu_run.loss_history, cpu_run.loss_history);
   EXPECT_LE(worst, tolerance);
   EXPECT_LT(cpu_run.loss_history.back(), 0.5 * cpu_run.loss_history.front());
-  std::printf("mixed model, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e "
+  std::printf("%s, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e "
               "(CPU float vs double: %.2e)\n",
-              std::is_same_v<T, float> ? "float" : "double", batch, one_launch ? "one launch" : "per step",
+              name, std::is_same_v<T, float> ? "float" : "double", batch, one_launch ? "one launch" : "per step",
               cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst, precision_drift);
 }
 
 TEST(GpuLayers, MixedModelTrainsLikeCpuInFloat) {
-  mixed_model_trains_alike<float>(256, true);
-  mixed_model_trains_alike<float>(256, false);
+  trains_alike<float>(mixed_model(), 256, true, "mixed model");
+  trains_alike<float>(mixed_model(), 256, false, "mixed model");
 }
 TEST(GpuLayers, MixedModelTrainsLikeCpuInDouble) {
-  mixed_model_trains_alike<double>(256, true);
-  mixed_model_trains_alike<double>(256, false);
+  trains_alike<double>(mixed_model(), 256, true, "mixed model");
+  trains_alike<double>(mixed_model(), 256, false, "mixed model");
+}
+
+// Past 8192 parameters, models with other layers than dense ones keep their sums in
+// rows of global memory (wide_general_sums_kernel). 2-128-skip(128, 128)-norm-1 has
+// 33.8k parameters: at 9000 samples its threads (3968 rows, as many as fit 512 MB in
+// float) run two or three samples each.
+auto wide_residual_model() {
+  return tl::chain(tl::dense<2, 128>(tl::silu), tl::skip(tl::dense<128, 128>(gelu_lambda), tl::dense<128, 128>()),
+                   tl::layer_norm<128>(), tl::dense<128, 1>(tl::tanh));
+}
+static_assert(tl::detail::general_sums_in_rows<decltype(wide_residual_model())>);
+
+TEST(GpuLayers, WideModelsWithOtherLayersMatchCpu) {
+  const auto model = wide_residual_model();
+  using model_t = decltype(model);
+  EXPECT_EQ((tl::detail::gpu::wide_general_rows<model_t, float>(9000)), 3968u);
+  for (std::size_t batch : {1u, 65u, 9000u}) {
+    expect_gpu_equals_cpu<float>(model, tl::mse, batch, 40);
+    expect_gpu_equals_cpu<double>(model, tl::mse, batch, 41);
+  }
+}
+TEST(GpuLayers, WideModelWithOtherLayersTrainsLikeCpu) {
+  trains_alike<float>(wide_residual_model(), 300, false, "2-128-skip(128,128)-norm-1");
+  trains_alike<double>(wide_residual_model(), 300, false, "2-128-skip(128,128)-norm-1");
 }
 
 TEST(SeedFit, Float64OnGpuMatchesPlainReference) {

@@ -6,6 +6,7 @@
 
 #include <cub/block/block_reduce.cuh>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "tapeless/cuda/kernels.hpp"
@@ -141,6 +142,38 @@ __global__ void general_partial_sums_kernel(Model model, Loss loss, const T* par
   }
   const bool any_bad = __syncthreads_or(!finite);
   if (threadIdx.x == 0) out[P + 1] = any_bad ? T(1) : T(0);
+}
+
+// The general kernel past general_parameter_limit (models with other layers than dense
+// ones and more parameters than a thread's local sums can hold): each thread adds its
+// samples into its own row of partial_row<P> values in global memory, the layout of one
+// block's row, so reduce_update_kernel adds the rows as it adds blocks' rows (in a fixed
+// order: deterministic for a given row count). The rows are read and written sample
+// after sample, uncoalesced: far slower than the dense paths, but no model is refused.
+template <class Model, class Loss, class T>
+__global__ void wide_general_sums_kernel(Model model, Loss loss, const T* params, const T* x, const T* y,
+                                         std::size_t batch, T* partials, long* step_counter) {
+  constexpr std::size_t P = Model::parameter_count;
+  const std::size_t thread = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (step_counter && thread == 0) ++*step_counter;
+  T* acc = partials + thread * partial_row<P>;
+  for (std::size_t j = 0; j <= P; ++j) acc[j] = T(0);
+  accumulate_samples(model, loss, params, x, y, batch, thread, std::size_t(gridDim.x) * blockDim.x, acc);
+  bool finite = true;
+  for (std::size_t j = 0; j < P; ++j) finite &= bool(isfinite(acc[j]));
+  acc[P + 1] = finite ? T(0) : T(1);
+}
+
+// Its rows (threads, in blocks of general_threads): enough for every sample up to the
+// most whose rows fit wide_general_bytes. Fixed by the model and the batch, never by the
+// device, so that a model's sums are added in the same order on every GPU.
+inline constexpr std::size_t wide_general_bytes = std::size_t(512) << 20;
+inline constexpr std::size_t wide_general_max_rows = std::size_t(1) << 15;
+template <class Model, class T>
+std::size_t wide_general_rows(std::size_t batch) {
+  constexpr std::size_t block = general_threads, row_bytes = partial_row<Model::parameter_count> * sizeof(T);
+  constexpr std::size_t most = std::max(block, std::min(wide_general_max_rows, wide_general_bytes / row_bytes) / block * block);
+  return std::min(most, (std::max<std::size_t>(batch, 1) + block - 1) / block * block);
 }
 
 }  // namespace tl::detail::gpu

@@ -16,9 +16,11 @@ inline constexpr int warp_size = 32;
 
 // Adds the losses and gradients of samples first, first + stride, ... into acc
 // (acc[P] holds the summed loss).
-template <class Model, class Loss, class T, std::size_t N>
+// acc is a thread's own P + 1 values: registers or local memory (an array), or its row
+// of global memory (the wide general kernel).
+template <class Model, class Loss, class T>
 __device__ inline void accumulate_samples(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
-                                          std::size_t batch, std::size_t first, std::size_t stride, T (&acc)[N]) {
+                                          std::size_t batch, std::size_t first, std::size_t stride, T* acc) {
   constexpr std::size_t In = Model::inputs, Out = Model::outputs, P = Model::parameter_count;
   for (std::size_t s = first; s < batch; s += stride) {
     group_buffers<Model, 1, T> buffers;

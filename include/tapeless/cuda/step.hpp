@@ -49,9 +49,12 @@ std::size_t checked_parameter_count() {
   return P;
 }
 
-// The general kernel keeps P + 1 sums per thread in local memory: past this many
-// parameters a non-dense model is refused at compile time.
+// The general kernel keeps P + 1 sums per thread in local memory up to this many
+// parameters; past it, each thread keeps them in its own row of global memory
+// (gpu::wide_general_sums_kernel: slower, so that no model is refused).
 inline constexpr std::size_t general_parameter_limit = 8192;
+template <model Model>
+inline constexpr bool general_sums_in_rows = Model::parameter_count > general_parameter_limit;
 
 // fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
 // block's time grows with that work, the per-step kernels' stays near 10 µs a step
@@ -84,15 +87,6 @@ template <model Model, class T>
 inline constexpr gpu_path path_for = fused_path<Model, T> != gpu_path::general ? fused_path<Model, T>
                                      : layered_available<Model>                 ? gpu_path::layered
                                                                                 : gpu_path::general;
-
-template <model Model, class T>
-constexpr bool check_gpu_model() {
-  constexpr bool fits = fused_path<Model, T> != gpu_path::general || Model::parameter_count <= general_parameter_limit;
-  static_assert(fits,
-                "tapeless: on the GPU, a model of more than 8192 parameters must be a chain of dense layers "
-                "(the tiled and layer-at-a-time kernels); this one has other layers");
-  return fits;
-}
 
 // Whether a step takes the layered path under `regime`; a regime the model cannot
 // take is a shape_error. bf16 products exist on the layered path only.
@@ -140,6 +134,8 @@ int step_blocks(std::size_t batch) {
     constexpr std::size_t tile = std::min(gpu::tiled_layout<Model, matmul_precision::fp32>::tile,
                                           gpu::tiled_layout<Model, matmul_precision::tf32>::tile);
     return static_cast<int>(std::min<std::size_t>((batch + tile - 1) / tile, 2 * multiprocessors()));
+  } else if constexpr (general_sums_in_rows<Model>) {
+    return static_cast<int>(gpu::wide_general_rows<Model, T>(batch));  // one row a thread
   } else {
     return static_cast<int>(std::min<std::size_t>((batch + gpu::general_threads - 1) / gpu::general_threads,
                                                   4 * multiprocessors()));
@@ -148,10 +144,14 @@ int step_blocks(std::size_t batch) {
 
 // Grows `partials` to one row per block (outside any graph capture).
 template <model Model, class T>
-int size_partials(std::size_t batch, thrust::device_vector<T>& partials) {
+int size_partials(std::size_t batch, thrust::device_vector<T>& partials, const char* where = "train_step") {
   const int blocks = step_blocks<Model, T>(batch);
-  const std::size_t row = gpu::partial_row<Model::parameter_count>;
-  if (partials.size() < blocks * row) partials.resize(blocks * row);
+  const std::size_t row = gpu::partial_row<Model::parameter_count>, want = std::size_t(blocks) * row;
+  if (partials.size() < want) {
+    require_device_memory(where, sizeof(T) * (want - partials.size()),
+                          "the gradient sums' " + std::to_string(blocks) + " rows of " + std::to_string(row) + " values");
+    partials.resize(want);
+  }
   return blocks;
 }
 
@@ -178,8 +178,8 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
   }
 }
 
-// Kernel 1 of the per-step path; leaves one row of partial sums per block in
-// `partials`. `precision` applies to the tiled path, `Sums` to the general kernel
+// Kernel 1 of the per-step path; leaves one row of partial sums per block (per thread
+// in the wide general kernel) in `partials` and returns how many. `precision` applies to the tiled path, `Sums` to the general kernel
 // (training takes the default; the A/B and the tests name the others).
 template <gpu::general_sums Sums = gpu::general_default_sums, model Model, class Loss, class T>
 int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
@@ -198,7 +198,11 @@ int launch_partials(const Model& model, const Loss& loss, const T* params, const
       launch_tiled<Model, Loss, matmul_precision::tf32>(model, loss, params, x, y, blocks, out, step_counter, stream);
     else
       launch_tiled<Model, Loss, matmul_precision::fp32>(model, loss, params, x, y, blocks, out, step_counter, stream);
-  } else if constexpr (check_gpu_model<Model, T>()) {
+  } else if constexpr (general_sums_in_rows<Model>) {
+    gpu::wide_general_sums_kernel<<<blocks / gpu::general_threads, gpu::general_threads, 0, stream>>>(
+        model, loss, params, x.data(), y.data(), x.batch(), out, step_counter);
+    TL_CUDA_CHECK_LAUNCH("wide_general_sums_kernel");
+  } else {
     constexpr std::size_t shared = gpu::general_shared_bytes<Sums, T>(N);
     static const bool configured = (allow_shared(gpu::general_partial_sums_kernel<Model, Loss, T, Sums>, shared), true);
     (void)configured;
@@ -238,7 +242,7 @@ void prepare_step(const char* where, std::size_t batch, bool layered, thrust::de
       return workspace.prepare(where, batch, chunk_bytes, true,
                                precision == matmul_precision::bf16 && std::is_same_v<T, float>);
   }
-  if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials);
+  if constexpr (fused_available<Model, T>) size_partials<Model, T>(batch, partials, where);
 }
 
 // One step's gradient sums on `stream` (the per-sample kernels, or the layered path's
