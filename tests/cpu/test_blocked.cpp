@@ -11,6 +11,7 @@
 
 #include "tapeless/tapeless.hpp"
 #include "../support/model_check.hpp"
+#include "../support/pass_check.hpp"
 
 namespace {
 
@@ -26,45 +27,10 @@ inline constexpr tl::cpu_pass tl::cpu_pass_for<decltype(forced_lanes_model())> =
 namespace {
 
 using tl::cpu_pass;
-
-template <class T>
-struct pass_output {
-  double loss;
-  std::vector<T> gradient;
-};
-
-template <cpu_pass Pass, class Model, class Loss, class T>
-pass_output<T> run_pass(const Model& model, const Loss& loss, const tl::parameters<Model, T>& p,
-                        const tl::basic_matrix<T>& x, const tl::basic_matrix<T>& y, std::size_t threads = 1) {
-  pass_output<T> out{0, std::vector<T>(Model::parameter_count)};
-  out.loss = tl::detail::fused_loss_and_gradient<Pass>(model, loss, p.data(), x.data(), y.data(), x.batch(),
-                                                       out.gradient.data(), threads)
-                 .loss;
-  return out;
-}
-
-template <class T>
-tl::basic_matrix<T> random_matrix(tl::rng& gen, std::size_t rows, std::size_t batch) {
-  tl::basic_matrix<T> m(rows, batch);
-  for (T& v : m.values()) v = T(2 * gen.uniform() - 1);
-  return m;
-}
-
-// The blocked pass's loss and gradient equal the lane pass's to rounding.
-template <class T, class Model, class Loss = tl::mse_loss>
-void expect_passes_agree(const Model& model, std::size_t batch, double tolerance, const Loss& loss = {}) {
-  tl::rng gen(batch + 7);
-  auto p = tl::init<T>(model, gen);
-  for (T& v : tl::flat(p)) v += T(0.2 * (gen.uniform() - 0.5));  // biases not all zero
-  const auto x = random_matrix<T>(gen, Model::inputs, batch);
-  auto y = random_matrix<T>(gen, Model::outputs, batch);
-  if constexpr (std::is_same_v<Loss, tl::softmax_cross_entropy_loss>)
-    for (T& v : y.values()) v = std::abs(v);  // class weights: non-negative
-  const auto lanes = run_pass<cpu_pass::lanes>(model, loss, p, x, y);
-  const auto blocked = run_pass<cpu_pass::blocked>(model, loss, p, x, y);
-  EXPECT_NEAR(blocked.loss, lanes.loss, tolerance * std::abs(lanes.loss)) << "batch " << batch;
-  EXPECT_LE(tl_test::relative_difference(blocked.gradient, lanes.gradient), tolerance) << "batch " << batch;
-}
+using tl_test::expect_blocked_matches_differences;
+using tl_test::expect_passes_agree;
+using tl_test::random_matrix;
+using tl_test::run_pass;
 
 // Every width class: 1; 3 and 17 (under a vector); 32 (one panel); 33 (a panel and
 // a lane); 128; 300 (depth past the 256-step block of the products, a tail of 4
@@ -119,36 +85,6 @@ TEST(BlockedPass, OtherLosses) {
   expect_passes_agree<double>(width_128(), 31, 1e-13, tl::softmax_cross_entropy);
   expect_passes_agree<double>(width_33(), 31, 1e-13, tl::huber);
   expect_passes_agree<float>(width_33(), 300, 1e-5, tl::binary_cross_entropy_with_logits);
-}
-
-// The blocked pass's float64 gradient against central differences of its own loss
-// (at most ~150 parameters of each model, spread over every layer's weights and biases).
-template <class Model>
-void expect_blocked_matches_differences(const Model& model, std::size_t batch) {
-  constexpr std::size_t P = Model::parameter_count;
-  tl::rng gen(11);
-  auto p = tl_test::random_parameters(model, gen);
-  const auto x = tl_test::random_batch(gen, Model::inputs, batch, -1.5, 1.5);
-  const auto y = tl_test::random_batch(gen, Model::outputs, batch, -1, 1);
-  const auto analytic = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y);
-  const double h = 1e-6;
-  double diff = 0, norm = 0;
-  std::vector<std::size_t> checked;
-  for (std::size_t k = 0; k < P; k += P > 150 ? P / 150 : 1) checked.push_back(k);
-  checked.push_back(P - 1);  // the last bias
-  for (const std::size_t k : checked) {
-    const double keep = tl::flat(p)[k];
-    tl::flat(p)[k] = keep + h;
-    const double up = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y).loss;
-    tl::flat(p)[k] = keep - h;
-    const double down = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y).loss;
-    tl::flat(p)[k] = keep;
-    const double expected = (up - down) / (2 * h);
-    norm += expected * expected;
-    diff += (analytic.gradient[k] - expected) * (analytic.gradient[k] - expected);
-  }
-  ASSERT_GT(norm, 0.0);
-  EXPECT_LE(std::sqrt(diff / norm), 1e-8);
 }
 
 TEST(BlockedPass, Float64GradientMatchesCentralDifferences) {
@@ -241,7 +177,7 @@ TEST(PassChoice, ByTypeAndOverride) {
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()))>() ==
                 cpu_pass::lanes);  // the seed fit
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::layer_norm<64>(),
-                                                            tl::dense<64, 1>()))>() == cpu_pass::lanes);  // not all dense
+                                                            tl::dense<64, 1>()))>() == cpu_pass::blocked);  // other layers too
   static_assert(tl::detail::pass_by_type<decltype(forced_lanes_model())>() == cpu_pass::lanes);
   // What value_and_grad computes is what the chosen pass computes, to the bit.
   tl::rng gen(2);

@@ -1,12 +1,14 @@
 // Which CPU pass trains a model. Two exist:
 //   lanes    16 samples at a time through the layer protocol, lane-major, gradients per
 //            lane (cpu/batch.hpp): any model; the fastest for narrow ones (the seed fit).
-//   blocked  chunks of samples layer by layer as register-blocked matrix products
-//            (cpu/blocked_chain.hpp): chains of dense layers only, several times faster
-//            once the hidden layers are wide.
-// The choice comes from the model's type: blocked for a chain of two or more dense
-// layers whose hidden widths are all at least blocked_min_width (blocked_min_width_deep
-// for three or more layers), lanes otherwise. It
+//   blocked  chunks of samples layer by layer, dense layers as register-blocked matrix
+//            products (cpu/blocked_chain.hpp), other layers (layer_norm, skip, a
+//            user's) through their own code: several times faster once the hidden
+//            dense layers are wide.
+// The choice comes from the model's type: blocked for a model with two or more dense
+// layers whose hidden ones (every dense layer but the last) are all at least
+// blocked_min_width wide (blocked_min_width_deep with three or more dense layers),
+// lanes otherwise. It
 // can be overridden per model type, by specializing cpu_pass_for:
 //   template <> inline constexpr tl::cpu_pass tl::cpu_pass_for<decltype(net)> = tl::cpu_pass::lanes;
 // or for a whole run by the environment: TAPELESS_CPU_PASS=lanes (or blocked, which
@@ -16,10 +18,11 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
-#include "tapeless/nn/dense_chain.hpp"
+#include "tapeless/cpu/blocked_stages.hpp"
 
 namespace tl {
 
@@ -38,19 +41,24 @@ inline constexpr std::size_t blocked_min_width = 32;
 // 24, while 2-16-1 (no such product) and width 8 stay faster in lanes.
 inline constexpr std::size_t blocked_min_width_deep = 16;
 
-// The blocked pass can run the model: a chain of two or more dense layers.
+// The blocked pass can run the model: two or more dense layers, anywhere in it.
 template <class Model>
-inline constexpr bool blocked_pass_runs = [] {
-  if constexpr (is_dense_chain<std::remove_cv_t<Model>>::value) return std::remove_cv_t<Model>::depth >= 2;
-  else return false;
-}();
+inline constexpr bool blocked_pass_runs = dense_stage_count<stages_of<std::remove_cv_t<Model>>>() >= 2;
 
 template <class Model>
 constexpr bool hidden_layers_wide() {
-  constexpr std::size_t least = Model::depth >= 3 ? blocked_min_width_deep : blocked_min_width;
+  using stages = stages_of<Model>;
+  constexpr std::size_t dense = dense_stage_count<stages>();
+  constexpr std::size_t least = dense >= 3 ? blocked_min_width_deep : blocked_min_width;
   return []<std::size_t... I>(std::index_sequence<I...>) {
-    return ((Model::template layer_type<I>::outputs >= least) && ...);
-  }(std::make_index_sequence<Model::depth - 1>{});
+    std::size_t seen = 0;
+    bool wide = true;
+    const auto hidden_is_wide = [&](stage_kind kind, std::size_t outputs) {
+      if (kind == stage_kind::dense && ++seen < dense) wide = wide && outputs >= least;
+    };
+    (hidden_is_wide(std::tuple_element_t<I, stages>::kind, std::tuple_element_t<I, stages>::outputs), ...);
+    return wide;
+  }(std::make_index_sequence<stage_count<stages>>{});
 }
 
 template <class Model>
