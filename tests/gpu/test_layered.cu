@@ -20,25 +20,7 @@ using tl_test::random_batch;
 using tl_test::cast;
 using tl_test::relative_difference;
 
-// Loss and gradient through the layered path equal the CPU's: 1e-5 relative in float,
-// 1e-12 in double. `chunk_bytes` small forces many chunks
-// and a partial last one.
-template <class T, class Model, class Loss>
-void expect_layered_equals_cpu(const Model& model, const Loss& loss, std::size_t batch, std::uint64_t seed,
-                               std::size_t chunk_bytes = std::size_t(64) << 20) {
-  tl::rng gen(seed);
-  auto params = tl::init<T>(model, gen);
-  for (T& v : tl::flat(params)) v += T(0.05) * T(gen.uniform(-1, 1));  // non-zero biases too
-  const auto x = cast<T>(random_batch(gen, Model::inputs, batch, -1.5, 1.5));
-  const auto y = cast<T>(random_batch(gen, Model::outputs, batch, 0.05, 1));
-  const auto cpu = tl::value_and_grad(loss, model, params, x, y);
-  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-  const auto gpu = tl::value_and_grad(loss, model, params, tl::to_device(x), tl::to_device(y),
-                                      tl::matmul_precision::fp32, tl::gpu_regime::layered, chunk_bytes);
-  EXPECT_LE(std::abs(double(gpu.loss) - double(cpu.loss)) / std::abs(double(cpu.loss)), tolerance) << "batch " << batch;
-  EXPECT_LE(relative_difference(gpu.gradient.flat(), cpu.gradient.flat()), tolerance) << "batch " << batch;
-  EXPECT_GT(std::abs(double(gpu.loss)), 0.0);
-}
+using tl_test::expect_layered_equals_cpu;
 
 // A layer of width W between wider ones: small widths on a model large enough for the
 // layered path (over 255 parameters).

@@ -22,7 +22,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "tapeless/cpu/blocked_stages.hpp"
+#include "tapeless/nn/stages.hpp"
 
 namespace tl {
 

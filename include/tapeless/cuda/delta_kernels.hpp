@@ -18,16 +18,20 @@
 
 namespace tl::detail::gpu {
 
+// The layer before is no dense layer (a layer_norm, a skip: cuda/layered_stages.hpp):
+// its deltas are the sums themselves, and it has no bias to sum.
+struct no_slopes {};
+
 // What the input-delta kernels write for unit i of the layer before from its sum over
 // the next layer's deltas: delta = slope * sum, in place of the slope, and its bfloat16
 // copy for bf16 products. Below: that layer's activation when its slope is recomputed
 // from its output (`outputs`), void when its forward kept it. Returns the delta.
 template <class Below, class T>
 __device__ inline T write_delta(T sum, std::size_t i, const T* outputs, T* slope, __nv_bfloat16* low) {
-  T d;
-  if constexpr (std::is_void_v<Below>) d = slope[i];
-  else d = Below::derivative_from_value(outputs[i]);
-  const T delta = d * sum;
+  T delta;
+  if constexpr (std::is_same_v<Below, no_slopes>) delta = sum;
+  else if constexpr (std::is_void_v<Below>) delta = slope[i] * sum;
+  else delta = Below::derivative_from_value(outputs[i]) * sum;
   slope[i] = delta;
   if (low) low[i] = __float2bfloat16(float(delta));
   return delta;
@@ -37,7 +41,7 @@ __device__ inline T write_delta(T sum, std::size_t i, const T* outputs, T* slope
 // by 8 rows of samples (threadIdx.y) over one slice of the chunk (blockIdx.y). Out > 0:
 // the sum over the next layer's Out deltas is made here from W (Out x In, row-major);
 // Out = 0: it is `sums` (rows x In). Each block's column sums go to its slice's row of
-// `partials` (In values). Below and `outputs`: as write_delta's.
+// `partials` (In values; none for no_slopes). Below and `outputs`: as write_delta's.
 template <std::size_t In, std::size_t Out, class Below, class T>
 __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
     input_delta_kernel(const T* w, const T* delta, const T* sums, const T* outputs, T* previous_slope,
@@ -63,6 +67,7 @@ __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
       column += write_delta<Below>(sum, s * In + k, outputs, previous_slope, low);
     }
   }
+  if constexpr (std::is_same_v<Below, no_slopes>) return;
   __shared__ T block_sums[delta_block_rows][delta_block_columns];
   block_sums[threadIdx.y][threadIdx.x] = column;
   __syncthreads();

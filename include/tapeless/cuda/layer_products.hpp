@@ -226,6 +226,12 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
   constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in input_delta_kernel alone
   constexpr bool fused_first = L == 1 && fuses_first_layer<Model>;
   constexpr bool fused_weights = L == 1 && fuses_second_layer_weights<Model>;  // in the first layer's kernel
+  // A stage below that is no dense layer (cuda/layered_stages.hpp) takes the product
+  // W^T delta itself as its deltas: no slopes, no bias.
+  constexpr bool dense_below = [] {
+    if constexpr (L > 0) return dense_at<Model, L - 1>();
+    else return true;
+  }();
   __nv_bfloat16* low = nullptr;
   if constexpr (bfloat16_operands<Precision, T>) {
     const __nv_bfloat16* low_delta = ws.template low_deltas<L>();
@@ -240,7 +246,8 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
   } else {
     if constexpr (!fused_weights)
       ws.blas.multiply(weights, in, delta, grad + layer::weight_offset, beta, Precision, side, side_lane);
-    if constexpr (L > 0 && !thin_delta) ws.blas.multiply(deltas, w, delta, sums, T(0), Precision, stream);
+    if constexpr (L > 0 && !thin_delta)
+      ws.blas.multiply(deltas, w, delta, dense_below ? sums : previous_slope, T(0), Precision, stream);
   }
   // The last layer's bias gradient (deltas times ones) in fp32 at any precision: a sum,
   // not a product. Every other layer's comes from the kernel that writes its deltas.
@@ -263,6 +270,14 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
         activation0, params0 + first::weight_offset, params0 + first::bias_offset, x, w, delta,
         static_cast<const T*>(sums), rows, partials);
     TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
+  } else if constexpr (L > 0 && !dense_below) {
+    if constexpr (thin_delta) {
+      input_delta_kernel<In, Out, no_slopes><<<dim3(unsigned(delta_column_blocks(In)), unsigned(delta_slices(rows, In))),
+                                               dim3(delta_block_columns, delta_block_rows), 0, stream>>>(
+          w, delta, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), previous_slope, rows,
+          static_cast<__nv_bfloat16*>(nullptr), static_cast<T*>(nullptr));
+      TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered backward, to a stage)");
+    }
   } else if constexpr (L > 0) {
     // The deltas of layer L - 1 and its bias gradient's partial sums.
     T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + bias_partial_offset<Model, L - 1>;

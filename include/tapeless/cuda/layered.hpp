@@ -36,6 +36,7 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
+#include "tapeless/cuda/layered_stages.hpp"
 #include "tapeless/cuda/slice_sums.hpp"
 
 namespace tl::detail::gpu {
@@ -53,7 +54,7 @@ __device__ inline void start_step_once(bool first_chunk, T* loss_and_flag, long*
 // Per sample of a chunk: the loss (into its slot of the batch's losses) and the last
 // layer's delta, in place of its slopes. The first chunk of a step also clears the
 // non-finite flag and advances the device's step counter.
-template <class Loss, std::size_t Out, class T>
+template <class Loss, std::size_t Out, bool IntoSlopes, class T>
 __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope, std::size_t rows, T* losses,
                                   T* loss_and_flag, long* step_counter, bool first_chunk) {
   start_step_once(first_chunk, loss_and_flag, step_counter);
@@ -61,7 +62,10 @@ __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope
        s += std::size_t(gridDim.x) * blockDim.x) {
     T dout[Out], l;
     loss.template group<Out, 1>(yhat + s * Out, y + s * Out, dout, &l);
-    for (std::size_t o = 0; o < Out; ++o) slope[s * Out + o] *= dout[o];
+    for (std::size_t o = 0; o < Out; ++o) {
+      if constexpr (IntoSlopes) slope[s * Out + o] *= dout[o];
+      else slope[s * Out + o] = dout[o];  // a last stage that is no dense layer: its deltas
+    }
     losses[s] = l;
   }
 }
@@ -76,7 +80,7 @@ inline unsigned loss_blocks(std::size_t rows) { return unsigned(std::min<std::si
 // head_lanes(In) lanes takes a sample, each adding every head_lanes-th term, and
 // cub::WarpReduce adds the lanes: reads of the inputs stay coalesced at every width.
 template <class Model>
-inline constexpr bool fuses_head = Model::outputs <= thin_product_terms;
+inline constexpr bool fuses_head = dense_at<Model, Model::depth - 1>() && Model::outputs <= thin_product_terms;
 constexpr unsigned head_lanes(std::size_t inputs) {
   return unsigned(std::clamp<std::size_t>(std::bit_ceil(inputs), 4, 32));
 }
@@ -125,13 +129,15 @@ void head_loss(const Model& model, const Loss& loss, const T* params, const T* i
 }
 
 // Calls f(std::integral_constant<matmul_precision, P>) for the run-time precision;
-// double has no tensor-core products, so it instantiates fp32 only.
-template <class T, class F>
+// double has no tensor-core products, so it instantiates fp32 only, and bf16 only
+// `WithBf16` (chains of dense layers: cuda/step.hpp refuses it for other models).
+template <class T, bool WithBf16 = true, class F>
 void with_precision(matmul_precision precision, F f) {
   using P = matmul_precision;
   if constexpr (std::is_same_v<T, float>) {
     if (precision == P::tf32) return f(std::integral_constant<P, P::tf32>{});
-    if (precision == P::bf16) return f(std::integral_constant<P, P::bf16>{});
+    if constexpr (WithBf16)
+      if (precision == P::bf16) return f(std::integral_constant<P, P::bf16>{});
   }
   f(std::integral_constant<P, P::fp32>{});
 }
@@ -145,13 +151,17 @@ void layered_forward(const Model& model, const T* params, const T* x, std::size_
                      std::size_t layers = Model::depth) {
   const std::size_t stride = ws.plan.stride;
   [&]<std::size_t... L>(std::index_sequence<L...>) {
-    ((L < layers ? forward_layer<Precision, L>(
-         model, params, layer_input<Model, L>(x, units, stride), rows,
-         (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride),
-         keep_slopes && forward_writes_slopes<Model, L> ? layer_slopes<Model, L>(units, stride)
-                                                        : static_cast<T*>(nullptr),
-         keep_slopes, ws, stream) : void()),
-     ...);
+    ([&] {
+      if (L >= layers) return;
+      const T* in = layer_input<Model, L>(x, units, stride);
+      T* out = (L + 1 == Model::depth && last_out) ? last_out : layer_outputs<Model, L>(units, stride);
+      if constexpr (dense_at<Model, L>())
+        forward_layer<Precision, L>(model, params, in, rows, out,
+                                    keep_slopes && forward_writes_slopes<Model, L> ? layer_slopes<Model, L>(units, stride)
+                                                                                   : static_cast<T*>(nullptr),
+                                    keep_slopes, ws, stream);
+      else forward_stage<L>(model, params, in, rows, out, units, stride, stream);
+    }(), ...);
   }(std::make_index_sequence<Model::depth>{});
 }
 
@@ -203,7 +213,9 @@ void layered_backward(const Model& model, const T* params, const T* x, std::size
     [&]<std::size_t... R>(std::index_sequence<R...>) {
       ([&] {
         constexpr std::size_t L = Model::depth - 1 - R;
-        if constexpr (L > 0 || !fuses_first_layer<Model>) {
+        if constexpr (!dense_at<Model, L>()) {
+          backward_stage<L>(model, params, x, rows, units, gradient, accumulate, ws, stream);
+        } else if constexpr (L > 0 || !fuses_first_layer<Model>) {
           T* previous_slope = nullptr;
           if constexpr (L > 0) previous_slope = layer_slopes<Model, L - 1>(units, stride);
           backward_layer<Precision, L>(model, params, x, layer_input<Model, L>(x, units, stride),
@@ -245,7 +257,7 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
                 layer_slopes<Model, last>(units, stride), losses + first, loss_and_flag, step_counter, first == 0,
                 stream);
     } else {
-      loss_delta_kernel<Loss, Out, T><<<loss_blocks(rows), 256, 0, stream>>>(
+      loss_delta_kernel<Loss, Out, dense_at<Model, last>(), T><<<loss_blocks(rows), 256, 0, stream>>>(
           loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride),
           rows, losses + first, loss_and_flag, step_counter, first == 0);
       TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
@@ -258,13 +270,15 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
 
 // A step's sums: every chunk, then the per-sample losses added by CUB into one value;
 // the gradient and the loss are then ready for reduce_update_kernel through ws.view().
-// ws.prepare() must have run for x's batch.
+// ws.prepare() must have run for x's batch. The model is the user's; the path runs its
+// stages (cuda/layered_model.hpp).
 template <class Model, class Loss, class T>
 void layered_partial_sums(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
-                          std::size_t batch, layered_workspace<Model, T>& ws, matmul_precision precision,
-                          long* step_counter, cudaStream_t stream) {
-  with_precision<T>(precision, [&](auto p) {
-    layered_chunks<decltype(p)::value>(model, loss, params, x, y, batch, ws, step_counter, stream);
+                          std::size_t batch, layered_workspace<layered_model<Model>, T>& ws,
+                          matmul_precision precision, long* step_counter, cudaStream_t stream) {
+  using view = layered_model<Model>;
+  with_precision<T, all_dense<view>>(precision, [&](auto p) {
+    layered_chunks<decltype(p)::value>(view(model), loss, params, x, y, batch, ws, step_counter, stream);
   });
   constexpr std::size_t P = Model::parameter_count;
   flag_non_finite_kernel<<<elementwise_blocks(P), 256, 0, stream>>>(
@@ -281,11 +295,12 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
 // prepared for the batch without training.
 template <class Model, class T>
 void layered_apply(const Model& model, const T* params, const T* x, std::size_t batch, T* y,
-                   layered_workspace<Model, T>& ws) {
+                   layered_workspace<layered_model<Model>, T>& ws) {
+  const layered_model<Model> view(model);
   const std::size_t chunk = ws.plan.chunk;
   T* units = thrust::raw_pointer_cast(ws.units.data());
   for (std::size_t first = 0; first < batch; first += chunk)
-    layered_forward<matmul_precision::fp32>(model, params, x + first * Model::inputs, std::min(chunk, batch - first),
+    layered_forward<matmul_precision::fp32>(view, params, x + first * Model::inputs, std::min(chunk, batch - first),
                                             units, y + first * Model::outputs, false, ws, cudaStream_t(0));
 }
 

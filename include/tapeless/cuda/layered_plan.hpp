@@ -17,6 +17,7 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/layered_model.hpp"
 #include "tapeless/cuda/side_stream.hpp"
 #include "tapeless/cuda/tile_layout.hpp"
 #include "tapeless/nn/dense_chain.hpp"
@@ -30,15 +31,24 @@ enum class gpu_regime { automatic, fused, layered };
 
 namespace tl::detail::gpu {
 
-// The models the layered path can compute: chains of dense layers (cuda/step.hpp
-// decides which of them compile it in).
+// The models the layered path can compute (cuda/step.hpp decides which of them compile
+// it in): chains of dense layers, and any model with a dense layer whose other layers
+// (layer_norm, skip, a user's) have at most layered_sample_parameter_limit parameters
+// each: a sample stage's gradient is summed from one row a sample (cuda/layered_stages.hpp).
+inline constexpr std::size_t layered_sample_parameter_limit = 65536;
 template <class Model>
-inline constexpr bool layered_supports = is_dense_chain<Model>::value;
+inline constexpr bool layered_supports = [] {
+  if constexpr (is_dense_chain<Model>::value) return true;
+  else return dense_stage_count<stages_of<Model>>() >= 1 &&
+              sample_gradient_width<layered_model<Model>> <= layered_sample_parameter_limit;
+}();
 
 inline constexpr std::size_t default_chunk_bytes = std::size_t(512) << 20;
 
-// A chunk's workspace (`units`): every layer's outputs for `stride` samples, then every
-// layer's slopes (activation derivatives, turned into deltas by the backward pass).
+// A chunk's workspace (`units`): every stage's outputs for `stride` samples, then every
+// stage's slopes (a dense layer's activation derivatives, turned into deltas by the
+// backward pass) or deltas (any other stage's d loss / d output), then the sample
+// stages' saved values and their per-sample gradient rows (cuda/layered_model.hpp).
 // The stride is the chunk's samples rounded up to 64, so every layer's rows start
 // 256-byte aligned, as vectorized product kernels want.
 template <class Model>
@@ -50,6 +60,14 @@ T* layer_outputs(T* units, std::size_t stride) {
 template <class Model, std::size_t L, class T>
 T* layer_slopes(T* units, std::size_t stride) {
   return units + (unit_count<Model> + Model::template output_offset<L>) * stride;
+}
+template <class Model, std::size_t L, class T>
+T* stage_saved(T* units, std::size_t stride) {
+  return units + (2 * unit_count<Model> + saved_offset<Model, L>) * stride;
+}
+template <class Model, class T>
+T* sample_gradient_rows(T* units, std::size_t stride) {
+  return units + (2 * unit_count<Model> + saved_total<Model>) * stride;
 }
 // Layer L's input: the chunk's data for the first layer, else the layer before's outputs.
 template <class Model, std::size_t L, class T>
@@ -78,8 +96,15 @@ inline constexpr std::size_t thin_product_terms = 4;
 // recomputed activations. Its partial sums: one row of first_layer_partial_width values
 // per slice of a chunk's samples.
 template <class Model>
-inline constexpr bool fuses_first_layer =
-    Model::depth >= 2 && Model::template layer_type<0>::inputs <= thin_product_terms;
+inline constexpr bool fuses_first_layer = [] {
+  if constexpr (Model::depth >= 2) {
+    if constexpr (dense_at<Model, 0>() && dense_at<Model, 1>())
+      return Model::template layer_type<0>::inputs <= thin_product_terms;
+    else return false;
+  } else {
+    return false;
+  }
+}();
 // Whether layer L's forward writes its slopes for the backward. A fused first layer's
 // kernel recomputes them from the inputs; a hidden layer whose activation's derivative
 // is a function of its value (tanh, sigmoid, relu, identity) has them recomputed from
@@ -87,10 +112,14 @@ inline constexpr bool fuses_first_layer =
 // the slope rows it never read): a pass over a chunk's rows x Out values less a layer.
 // The last layer keeps them for the loss kernels.
 template <class Model, std::size_t L>
-inline constexpr bool slopes_from_outputs =
-    L + 1 < Model::depth && value_derivable_activation<decltype(Model::template layer_type<L>::activation)>;
+inline constexpr bool slopes_from_outputs = [] {
+  if constexpr (L + 1 < Model::depth && dense_at<Model, L>())
+    return value_derivable_activation<decltype(Model::template layer_type<L>::activation)>;
+  else return false;
+}();
 template <class Model, std::size_t L>
-inline constexpr bool forward_writes_slopes = !(L == 0 && fuses_first_layer<Model>) && !slopes_from_outputs<Model, L>;
+inline constexpr bool forward_writes_slopes =
+    dense_at<Model, L>() && !(L == 0 && fuses_first_layer<Model>) && !slopes_from_outputs<Model, L>;
 template <class Model>
 inline constexpr bool fuses_second_layer_weights = [] {
   if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
@@ -188,7 +217,8 @@ std::size_t bias_slices(std::size_t rows) {
 // Which layers get their bias gradient so: all but the last (its deltas come from the
 // loss) and a fused first layer (its own kernel adds it).
 template <class Model, std::size_t L>
-inline constexpr bool bias_from_delta_sums = L + 1 < Model::depth && !(L == 0 && fuses_first_layer<Model>);
+inline constexpr bool bias_from_delta_sums =
+    dense_at<Model, L>() && L + 1 < Model::depth && !(L == 0 && fuses_first_layer<Model>);
 template <class Model, std::size_t L>
 inline constexpr std::size_t bias_partial_offset = []<std::size_t... I>(std::index_sequence<I...>) {
   return (std::size_t(0) + ... +
@@ -219,7 +249,8 @@ struct layered_plan {
     plan.batch = batch;
     plan.chunk_bytes = chunk_bytes;
     plan.training = training;
-    const std::size_t per_sample = 2 * unit_count<Model> * sizeof(T);  // outputs and slopes
+    // outputs, slopes or deltas, and the sample stages' values
+    const std::size_t per_sample = (2 * unit_count<Model> + sample_stage_values<Model>) * sizeof(T);
     plan.chunk = std::min(batch, std::clamp<std::size_t>(chunk_bytes / per_sample, 4096, std::size_t(1) << 21));
     plan.stride = (plan.chunk + 63) / 64 * 64;
     return plan;
@@ -291,7 +322,11 @@ struct layered_workspace {
     if (training)
       TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<const T*>(nullptr), static_cast<T*>(nullptr),
                                            batch));
-    const std::size_t want_units = (training ? 2 : 1) * unit_count<Model> * next.stride;
+    // (apply: the outputs alone, but for the sample stages' saved values, which lie after
+    // every stage's deltas)
+    const std::size_t want_units =
+        (training || sample_stage_values<Model> > 0 ? 2 * unit_count<Model> + sample_stage_values<Model> : unit_count<Model>) *
+        next.stride;
     const std::size_t want_ones = training ? next.stride : 0;
     const std::size_t want_products = training ? widest_hidden_input<Model> * next.stride : 0;
     const std::size_t want_low =

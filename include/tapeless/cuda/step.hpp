@@ -26,11 +26,22 @@ inline constexpr std::size_t per_thread_gradient_limit = 256;
 template <model Model>
 inline constexpr bool per_thread_gradients = Model::parameter_count + 1 <= per_thread_gradient_limit;
 
-// The dense chains whose programs compile the layered path in: not those that train on
-// the per-thread kernels, whose nvcc build it would lengthen (the seed fit's: 13.2 s
-// without it, 25.2 s with it, on the 2-core machine).
+// The general kernel keeps P + 1 sums per thread in local memory up to this many
+// parameters; past it, each thread keeps them in its own row of global memory
+// (gpu::wide_general_sums_kernel: slower, so that no model is refused).
+inline constexpr std::size_t general_parameter_limit = 8192;
 template <model Model>
-inline constexpr bool layered_available = gpu::layered_supports<Model> && !per_thread_gradients<Model>;
+inline constexpr bool general_sums_in_rows = Model::parameter_count > general_parameter_limit;
+
+// The models whose programs compile the layered path in: not those that train on the
+// per-thread kernels, whose nvcc build it would lengthen (the seed fit's: 13.2 s
+// without it, 25.2 s with it, on the 2-core machine); of models with other layers than
+// dense ones, those past general_parameter_limit (below it the general kernel trains
+// them, in local memory).
+template <model Model>
+inline constexpr bool layered_available =
+    gpu::layered_supports<Model> && !per_thread_gradients<Model> &&
+    (is_dense_chain<Model>::value || Model::parameter_count > general_parameter_limit);
 
 struct no_workspace {
   std::string addresses() const { return {}; }
@@ -38,7 +49,7 @@ struct no_workspace {
 // The layered path's buffers, for the models it can train.
 template <class Model, class T>
 using layered_workspace_for =
-    std::conditional_t<layered_available<Model>, gpu::layered_workspace<Model, T>, no_workspace>;
+    std::conditional_t<layered_available<Model>, gpu::layered_workspace<gpu::layered_model<Model>, T>, no_workspace>;
 
 // Parameters, optimizer state and the per-step partials, checked before allocating.
 template <model Model, class Optimizer, class T>
@@ -48,13 +59,6 @@ std::size_t checked_parameter_count() {
                         "the model's " + std::to_string(P) + " parameters, their optimizer state and gradient");
   return P;
 }
-
-// The general kernel keeps P + 1 sums per thread in local memory up to this many
-// parameters; past it, each thread keeps them in its own row of global memory
-// (gpu::wide_general_sums_kernel: slower, so that no model is refused).
-inline constexpr std::size_t general_parameter_limit = 8192;
-template <model Model>
-inline constexpr bool general_sums_in_rows = Model::parameter_count > general_parameter_limit;
 
 // fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
 // block's time grows with that work, the per-step kernels' stays near 10 µs a step
@@ -78,11 +82,15 @@ template <model Model, class T>
 inline constexpr gpu_path fused_path = per_thread_gradients<Model> ? gpu_path::registers
                                        : tiled_possible<Model, T>() ? gpu_path::tiled
                                                                     : gpu_path::general;
+// (A model with other layers can always take them: past general_parameter_limit, the
+// general kernel with its sums in rows of global memory.)
 template <model Model, class T>
 inline constexpr bool fused_available = !layered_available<Model> || fused_path<Model, T> != gpu_path::general ||
-                                        Model::parameter_count <= general_parameter_limit;
+                                        Model::parameter_count <= general_parameter_limit ||
+                                        !is_dense_chain<Model>::value;
 // The automatic choice: the per-thread or tiled kernels where they fit, else the
-// layered path for dense chains, else the general kernel.
+// layered path where it is compiled in (dense chains; other models past
+// general_parameter_limit), else the general kernel.
 template <model Model, class T>
 inline constexpr gpu_path path_for = fused_path<Model, T> != gpu_path::general ? fused_path<Model, T>
                                      : layered_available<Model>                 ? gpu_path::layered
@@ -96,10 +104,14 @@ bool takes_layered_path(gpu_regime regime, matmul_precision precision = matmul_p
     if (regime == gpu_regime::layered || precision == matmul_precision::bf16)
       throw shape_error(std::string("tapeless: ") +
                         (regime == gpu_regime::layered ? "gpu_regime::layered" : "matmul_precision::bf16") +
-                        " applies to chains of dense layers of more than 255 parameters; this model is not one "
-                        "(smaller chains train on the per-thread kernels)");
+                        " applies to chains of dense layers of more than 255 parameters and to other models "
+                        "of more than 8192 (whose other layers have at most 65536 each); this model is not one "
+                        "(smaller models train on the per-thread or general kernels)");
     return false;
   } else {
+    if (precision == matmul_precision::bf16 && !is_dense_chain<Model>::value)
+      throw shape_error("tapeless: matmul_precision::bf16 applies to chains of dense layers; this model has other "
+                        "layers (layer_norm, skip, ...): use fp32 or tf32");
     if (regime == gpu_regime::fused) {
       if (precision == matmul_precision::bf16)
         throw shape_error("tapeless: matmul_precision::bf16 runs on the layer-at-a-time path only, not gpu_regime::fused");

@@ -268,7 +268,7 @@ basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>&
   basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
   if constexpr (detail::layered_available<Model>) {
     if (detail::takes_layered_path<Model, T>(regime)) {
-      detail::gpu::layered_workspace<Model, T> workspace;
+      detail::layered_workspace_for<Model, T> workspace;
       workspace.prepare("apply", x.batch(), layered_chunk_bytes, false);
       detail::gpu::layered_apply(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(), y.data(),
                                  workspace);
