@@ -1,16 +1,21 @@
 // The blocked CPU pass on models with other layers than dense ones (cpu/blocked_stages.hpp):
-// layer_norm, skip (nested, first, holding a layer_norm or another skip), a user's layer,
-// a lambda activation, such a layer first and last. Against the lane pass (float 1e-5,
+// layer_norm, skip (nested, first, last, holding a layer_norm, another skip or no dense
+// layer), users' layers (no parameters, a width change, a backward that overwrites its
+// saved values; tests/support/odd_layers.hpp), a lambda activation, such a layer first
+// and last, two side by side. Against the lane pass (float 1e-5,
 // double 1e-13) over batches of 1, 2, 31 and 3001 samples, float64 central differences,
 // apply, threads, and which pass each model gets.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
 #include "../support/model_check.hpp"
 #include "../support/pass_check.hpp"
+#include "../support/odd_layers.hpp"
 #include "../support/scale_layer.hpp"
 
 namespace {
@@ -51,7 +56,19 @@ inline auto norm_first() {
                    tl::dense<64, 1>());
 }
 
+// A skip last; a layer without parameters before a skip of two other layers side by
+// side, a width change.
+inline auto skip_last() {
+  return tl::chain(tl::dense<2, 40>(tl::tanh), tl::dense<40, 40>(tl::gelu), tl::skip(tl::dense<40, 40>(tl::tanh), tl::layer_norm<40>()));
+}
+inline auto others_only() {
+  return tl::chain(tl::dense<3, 48>(tl::tanh), expo_layer<48>{}, tl::skip(tl::layer_norm<48>(), clobber_layer<48>{}),
+                   tl::dense<48, 40>(tl::tanh), halve_layer<40>{}, tl::dense<20, 1>());
+}
+
 static_assert(tl::detail::pass_by_type<decltype(normed())>() == cpu_pass::blocked);
+static_assert(tl::detail::pass_by_type<decltype(skip_last())>() == cpu_pass::blocked);
+static_assert(tl::detail::pass_by_type<decltype(others_only())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(residual())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(nested())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(norm_first())>() == cpu_pass::blocked);
@@ -68,6 +85,8 @@ void all_models_agree(std::size_t batch, double tolerance) {
   expect_passes_agree<T>(nested(), batch, tolerance);
   expect_passes_agree<T>(norm_first(), batch, tolerance);
   expect_passes_agree<T>(skip_first(), batch, tolerance);
+  expect_passes_agree<T>(skip_last(), batch, tolerance);
+  expect_passes_agree<T>(others_only(), batch, tolerance);
 }
 
 TEST(BlockedLayers, MatchLanePassFloat) {
@@ -87,6 +106,8 @@ TEST(BlockedLayers, Float64GradientMatchesCentralDifferences) {
   expect_blocked_matches_differences(nested(), 9);
   expect_blocked_matches_differences(norm_first(), 9);
   expect_blocked_matches_differences(skip_first(), 9);
+  expect_blocked_matches_differences(skip_last(), 9);
+  expect_blocked_matches_differences(others_only(), 9);
 }
 
 // The same thread count gives the same bits every time; any count agrees with one
@@ -126,6 +147,26 @@ TEST(BlockedLayers, ApplyMatchesOneSampleForward) {
   apply_matches_lanes(residual());
   apply_matches_lanes(nested());
   apply_matches_lanes(norm_first());
+  apply_matches_lanes(skip_last());
+  apply_matches_lanes(others_only());
+}
+
+// A NaN in one batch leaves nothing behind: the next batch, through the same thread's
+// buffers, gives the lane pass's result (the padding columns of the delta buffers are
+// never written with the NaN).
+TEST(BlockedLayers, NonFiniteBatchLeavesNothingBehind) {
+  const auto model = others_only();
+  tl::rng gen(13);
+  const auto p = tl::init(model, gen);
+  auto x = random_matrix<float>(gen, 3, 40);
+  const auto y = random_matrix<float>(gen, 1, 40);
+  x(1, 7) = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y).loss));
+  x(1, 7) = 0.25f;
+  const auto lanes = run_pass<cpu_pass::lanes>(model, tl::mse, p, x, y);
+  const auto blocked = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y);
+  EXPECT_NEAR(blocked.loss, lanes.loss, 1e-5 * lanes.loss);
+  EXPECT_LE(tl_test::relative_difference(blocked.gradient, lanes.gradient), 1e-5);
 }
 
 // train_step on such a model (the blocked pass, by its type) lowers the loss.

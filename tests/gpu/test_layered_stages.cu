@@ -1,6 +1,7 @@
 // The layer-at-a-time GPU path on models with other layers than dense ones
 // (cuda/layered_stages.hpp): layer_norm, skip (holding dense layers, other layers,
-// another skip), a user's layer, such a layer first and last, against the CPU;
+// another skip), users' layers (tests/support/odd_layers.hpp), such a layer first and
+// last, against the CPU;
 // the general kernel with sums in rows (gpu_regime::fused) on the same models; TF32;
 // apply; a fit; bf16 refused.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "../support/layered_models.hpp"
 #include "../support/model_check.hpp"
+#include "../support/odd_layers.hpp"
 #include "../support/scale_layer.hpp"
 
 namespace {
@@ -45,11 +47,19 @@ inline auto nested() {
                    tl::dense<100, 100>(tl::gelu), tl::dense<100, 2>());
 }
 
+// Users' layers: no parameters (reading its output in the backward) before a skip of two
+// other layers side by side (one overwriting its saved values), a width change.
+inline auto odd() {
+  return tl::chain(tl::dense<3, 128>(tl::tanh), expo_layer<128>{}, tl::skip(tl::layer_norm<128>(), clobber_layer<128>{}),
+                   tl::dense<128, 96>(tl::tanh), halve_layer<96>{}, tl::dense<48, 1>());
+}
+
 template <class Model>
 constexpr bool takes_layered = tl::detail::path_for<Model, float> == tl::detail::gpu_path::layered &&
                                tl::detail::path_for<Model, double> == tl::detail::gpu_path::layered;
 static_assert(takes_layered<decltype(residual())> && takes_layered<decltype(normed())> &&
-              takes_layered<decltype(ends_other())> && takes_layered<decltype(nested())>);
+              takes_layered<decltype(ends_other())> && takes_layered<decltype(nested())> &&
+              takes_layered<decltype(odd())>);
 // Small models with other layers keep the general kernel, and do not compile the layered path.
 static_assert(!tl::detail::layered_available<decltype(tl::chain(tl::dense<2, 32>(tl::tanh), tl::layer_norm<32>(),
                                                                 tl::dense<32, 1>()))>);
@@ -60,6 +70,7 @@ void all_match_cpu(std::size_t batch, std::size_t chunk_bytes, tl::gpu_regime re
   expect_layered_equals_cpu<T>(normed(), tl::mse, batch, 2, chunk_bytes, regime);
   expect_layered_equals_cpu<T>(ends_other(), tl::mse, batch, 3, chunk_bytes, regime);
   expect_layered_equals_cpu<T>(nested(), tl::mse, batch, 4, chunk_bytes, regime);
+  expect_layered_equals_cpu<T>(odd(), tl::mse, batch, 14, chunk_bytes, regime);
 }
 
 TEST(LayeredStages, MatchCpuFloat) {

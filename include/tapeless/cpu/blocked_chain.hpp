@@ -4,8 +4,9 @@
 // through its own code; a skip's open and close), then the loss, then backward stage
 // by stage, each layer's gradient added straight into the thread's [P] sums in double.
 // A chunk's values stay in the thread's own buffers (from a few hundred kilobytes to
-// 17 MB for eight 1024-wide layers), reused for every chunk; no matrix as large as the
-// batch exists. The chunk is summed in the working precision, chunks in double, as in
+// 17 MB for eight 1024-wide layers, and for another layer its saved values and its
+// gradient's lanes: 2.2 MB for a layer_norm<1024> in double), reused for every chunk;
+// no matrix as large as the batch exists. The chunk is summed in the working precision, chunks in double, as in
 // the lane pass.
 #pragma once
 
@@ -24,6 +25,7 @@ namespace tl::detail {
 template <class Model, class T>
 struct blocked_chain {
   using stages_type = stages_of<Model>;
+  // depth: the stages (a dense chain's layers; a skip adds two).
   static constexpr std::size_t depth = stage_count<stages_type>, In = Model::inputs, Out = Model::outputs;
   template <std::size_t I>
   using stage = std::tuple_element_t<I, stages_type>;
@@ -47,10 +49,12 @@ struct blocked_chain {
 
   // Per stage: its packed parameters, its scratch, and (sample stages) the values its
   // forward saves for each group of 16 rows and its gradient's lanes.
+  // (Another layer's parameters are copied as they are, rounded up to whole cache lines
+  // so that the dense stages' panels after them stay aligned.)
   template <std::size_t I>
   static constexpr std::size_t packed_size_of = [] {
     if constexpr (kind<I> == stage_kind::dense) return dense<I>::packed_size;
-    else return stage<I>::parameter_count;
+    else return simd::round_up(stage<I>::parameter_count, 64);
   }();
   template <std::size_t I>
   static constexpr std::size_t scratch_size_of = [] {
@@ -60,7 +64,7 @@ struct blocked_chain {
   template <std::size_t I>
   static constexpr std::size_t private_size_of = [] {
     if constexpr (kind<I> == stage_kind::sample)
-      return (rows + 15) / 16 * sample<I>::saved_per_group + sample<I>::P * sample<I>::K;
+      return saved_for_chunk<rows, sample<I>::saved_per_group> + sample<I>::P * sample<I>::K;
     else return std::size_t(0);
   }();
 
@@ -245,13 +249,17 @@ struct blocked_chain {
       T* priv = private_of<I>(buffer);
       sample<I>::template backward<(I > 0), into_slopes>(
           std::get<I>(stages).layer, packed + packed_offset[I], inputs_of<I>(buffer), outputs_of<I>(buffer), delta,
-          priv, below, used, priv + (rows + 15) / 16 * sample<I>::saved_per_group, grad + stage<I>::offset);
+          priv, below, used, priv + saved_for_chunk<rows, sample<I>::saved_per_group>, grad + stage<I>::offset);
     } else if constexpr (I > 0) {
-      if constexpr (kind<I> == stage_kind::skip_open) {  // the inner layers' delta and the identity path's
-        const T* identity = deltas_of<close_of<stages_type>(I)>(buffer);
-        for (std::size_t j = 0; j < used * width; ++j) delta[j] += identity[j];
+      // Real columns only: the padding columns of a delta buffer stay as they are (zero).
+      constexpr std::size_t real = stage<I>::outputs;
+      for (std::size_t s = 0; s < used; ++s) {
+        if constexpr (kind<I> == stage_kind::skip_open) {  // the inner layers' delta and the identity path's
+          const T* identity = deltas_of<close_of<stages_type>(I)>(buffer) + s * width;
+          for (std::size_t j = 0; j < real; ++j) delta[s * width + j] += identity[j];
+        }
+        hand_back<into_slopes>(below + s * width, delta + s * width, real);
       }
-      for (std::size_t s = 0; s < used; ++s) hand_back<into_slopes>(below + s * width, delta + s * width, width);
     }
     if constexpr (I > 0) backward<I - 1>(stages, packed, buffer, used, grad);
   }

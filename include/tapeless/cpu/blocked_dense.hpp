@@ -156,12 +156,12 @@ struct blocked_dense<dense_layer<In, Out, Activation>, T, ChunkRows> {
   // written over its delta buffer. scratch: [rows][in_stride], for the partial sums of
   // a long product.
   template <bool IntoSlopes = true>
-  static void input_delta(const T* packed, const T* delta, T* slope_below, std::size_t rows, T* scratch) {
+  static void input_delta(const T* packed, const T* delta, T* below, std::size_t rows, T* scratch) {
     using operands = simd::operands<out_stride, 1, panel, Out * panel>;
     simd::multiply<operands, In>(delta, packed + forward_size, rows / R, Out, scratch, [&](std::size_t row0, std::size_t col0, auto& tile, auto) {
       using tile_type = std::remove_reference_t<decltype(tile)>;
       for (std::size_t r = 0; r < tile_type::rows; ++r) {
-        T* s = slope_below + (row0 + r) * in_stride + col0;
+        T* s = below + (row0 + r) * in_stride + col0;
         for (std::size_t j = 0; j < tile_type::vectors; ++j) {
           if constexpr (IntoSlopes) simd::store(s + j * L, tile.v[r][j] * simd::load(s + j * L));
           else simd::store(s + j * L, tile.v[r][j]);

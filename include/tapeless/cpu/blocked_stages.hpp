@@ -20,15 +20,20 @@
 
 namespace tl::detail {
 
-// d loss / d (a stage's output) for rows of `width` values, handed to that stage's delta
-// buffer: multiplied into its slopes when it is a dense stage, written otherwise.
+// d loss / d (a stage's output) for a row of n values (`from`), handed to that stage's
+// delta buffer (`to`): multiplied into its slopes when it is a dense stage, written
+// otherwise.
 template <bool IntoSlopes, class T>
-inline void hand_back(T* delta, const T* d, std::size_t n) {
+inline void hand_back(T* to, const T* from, std::size_t n) {
   if constexpr (IntoSlopes)
-    for (std::size_t j = 0; j < n; ++j) delta[j] *= d[j];
+    for (std::size_t j = 0; j < n; ++j) to[j] *= from[j];
   else
-    for (std::size_t j = 0; j < n; ++j) delta[j] = d[j];
+    for (std::size_t j = 0; j < n; ++j) to[j] = from[j];
 }
+
+// A sample stage's saved values for a chunk of `rows` rows: one group of 16 rows at a time.
+template <std::size_t Rows, std::size_t SavedPerGroup>
+inline constexpr std::size_t saved_for_chunk = (Rows + 15) / 16 * SavedPerGroup;
 
 // A sample stage over rows [0, used) of a chunk, 16 samples a group, lane-major. Lanes
 // past `used` repeat the last row (zeros could be outside the layer's domain); in the
@@ -82,11 +87,12 @@ struct blocked_sample_layer {
         }
       }
     }
-    for (std::size_t j = 0; j < P; ++j) {
-      T sum = T(0);
-      for (std::size_t k = 0; k < K; ++k) sum += lanes[j * K + k];
-      grad[j] += double(sum);
-    }
+    if constexpr (P > 0)  // (a loop to 0 is a warning for nvcc)
+      for (std::size_t j = 0; j < P; ++j) {
+        T sum = T(0);
+        for (std::size_t k = 0; k < K; ++k) sum += lanes[j * K + k];
+        grad[j] += double(sum);
+      }
   }
 };
 

@@ -43,7 +43,8 @@ __global__ void sample_backward_kernel(Layer layer, const T* p, const T* in, con
   for (std::size_t s = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; s < rows;
        s += std::size_t(gridDim.x) * blockDim.x) {
     T* g = gradient_rows + s * P;
-    for (std::size_t j = 0; j < P; ++j) g[j] = T(0);
+    if constexpr (P > 0)  // (a loop to 0 is a warning for nvcc)
+      for (std::size_t j = 0; j < P; ++j) g[j] = T(0);
     layer.template backward<InputDelta, 1>(p, in + s * In, out + s * Out, saved + s * S, delta + s * Out,
                                            InputDelta ? din + s * In : static_cast<T*>(nullptr), g);
   }

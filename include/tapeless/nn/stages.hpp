@@ -4,8 +4,8 @@
 //   dense        a dense layer: matrix products
 //   sample       any other layer (layer_norm, a user's layer): its own forward and
 //                backward through the layer protocol, sample by sample
-//   skip_open    the start of a skip (x + f(x)): passes x on; in the backward, adds the
-//                identity path's delta (its close stage's) to the inner layers'
+//   skip_open    the start of a skip (x + f(x)): passes x on; in the backward, adds its
+//                close stage's delta (the identity path's) to the inner layers'
 //   skip_close   the end of a skip: f(x) + x
 // Chains nest into one list; a skip's layers lie between its open and close stages.
 // Each stage knows where its parameters start in the model's flat vector (`offset`).
@@ -43,7 +43,8 @@ struct sample_stage {
 template <stage_kind Kind, std::size_t Width>
 struct skip_stage {
   static constexpr stage_kind kind = Kind;
-  static constexpr std::size_t offset = 0, inputs = Width, outputs = Width, parameter_count = 0;
+  static constexpr std::size_t inputs = Width, outputs = Width, parameter_count = 0;
+  static constexpr std::size_t offset = 0;  // (no parameters: the offset is never read)
 };
 
 template <class L> struct is_chain_layer : std::false_type {};
@@ -83,12 +84,12 @@ constexpr std::array<stage_kind, stage_count<Stages>> stage_kinds() {
 template <class Stages>
 constexpr std::size_t open_of(std::size_t close) {
   constexpr auto kinds = stage_kinds<Stages>();
-  std::size_t depth = 0;
+  std::size_t nesting = 0;
   for (std::size_t i = close; i-- > 0;) {
-    if (kinds[i] == stage_kind::skip_close) ++depth;
+    if (kinds[i] == stage_kind::skip_close) ++nesting;
     if (kinds[i] == stage_kind::skip_open) {
-      if (depth == 0) return i;
-      --depth;
+      if (nesting == 0) return i;
+      --nesting;
     }
   }
   return close;  // unreachable: flatten_stages pairs them
