@@ -274,11 +274,10 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
 // stages (cuda/layered_model.hpp).
 template <class Model, class Loss, class T>
 void layered_partial_sums(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
-                          std::size_t batch, layered_workspace<layered_model<Model>, T>& ws,
+                          std::size_t batch, layered_workspace<layered_view<Model>, T>& ws,
                           matmul_precision precision, long* step_counter, cudaStream_t stream) {
-  using view = layered_model<Model>;
-  with_precision<T, all_dense<view>>(precision, [&](auto p) {
-    layered_chunks<decltype(p)::value>(view(model), loss, params, x, y, batch, ws, step_counter, stream);
+  with_precision<T, all_dense<layered_view<Model>>>(precision, [&](auto p) {
+    layered_chunks<decltype(p)::value>(as_layered(model), loss, params, x, y, batch, ws, step_counter, stream);
   });
   constexpr std::size_t P = Model::parameter_count;
   flag_non_finite_kernel<<<elementwise_blocks(P), 256, 0, stream>>>(
@@ -295,8 +294,8 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
 // prepared for the batch without training.
 template <class Model, class T>
 void layered_apply(const Model& model, const T* params, const T* x, std::size_t batch, T* y,
-                   layered_workspace<layered_model<Model>, T>& ws) {
-  const layered_model<Model> view(model);
+                   layered_workspace<layered_view<Model>, T>& ws) {
+  decltype(auto) view = as_layered(model);
   const std::size_t chunk = ws.plan.chunk;
   T* units = thrust::raw_pointer_cast(ws.units.data());
   for (std::size_t first = 0; first < batch; first += chunk)

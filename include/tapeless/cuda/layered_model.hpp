@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "tapeless/nn/dense_chain.hpp"
@@ -64,6 +65,16 @@ struct layered_model {
     else return std::get<L>(stages);
   }
 };
+
+// The path's view of Model: a chain of dense layers is its own (no stages to build,
+// which would cost its programs' builds about 0.7 s of nvcc's time).
+template <class Model>
+using layered_view = std::conditional_t<is_dense_chain<Model>::value, Model, layered_model<Model>>;
+template <class Model>
+decltype(auto) as_layered(const Model& model) {
+  if constexpr (is_dense_chain<Model>::value) return (model);
+  else return layered_model<Model>(model);
+}
 
 // Whether stage L is a dense layer (every layer of a plain dense chain, which the
 // path's benchmarks pass as it is, is).

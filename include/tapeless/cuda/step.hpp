@@ -49,7 +49,7 @@ struct no_workspace {
 // The layered path's buffers, for the models it can train.
 template <class Model, class T>
 using layered_workspace_for =
-    std::conditional_t<layered_available<Model>, gpu::layered_workspace<gpu::layered_model<Model>, T>, no_workspace>;
+    std::conditional_t<layered_available<Model>, gpu::layered_workspace<gpu::layered_view<Model>, T>, no_workspace>;
 
 // Parameters, optimizer state and the per-step partials, checked before allocating.
 template <model Model, class Optimizer, class T>
