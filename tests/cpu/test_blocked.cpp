@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
@@ -164,6 +167,31 @@ TEST(BlockedPass, LargeModelPackJoinAndUpdateInParts) {
   EXPECT_EQ(state.optimizer_state, slots);
 }
 
+// A misspelt TAPELESS_CPU_PASS or TAPELESS_CPU_THREADS is an error the first step
+// reports, not a silent default (each runs in a fresh process: the variables are read once).
+void step_with_environment(const char* name, const char* value) {
+  setenv(name, value, 1);
+  const auto model = width_32();
+  tl::rng gen(3);
+  const auto p = tl::init(model, gen);
+  const auto x = random_matrix<float>(gen, 1, 10), y = random_matrix<float>(gen, 1, 10);
+  try {
+    (void)tl::value_and_grad(tl::mse, model, p, x, y);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(3);
+  }
+  std::exit(0);
+}
+TEST(PassChoice, EnvironmentTyposAreErrors) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(step_with_environment("TAPELESS_CPU_PASS", "lane"), testing::ExitedWithCode(3),
+              "TAPELESS_CPU_PASS must be lanes or blocked \\(or unset\\), got 'lane'");
+  EXPECT_EXIT(step_with_environment("TAPELESS_CPU_THREADS", "two"), testing::ExitedWithCode(3),
+              "TAPELESS_CPU_THREADS must be a positive whole number, got 'two'");
+  EXPECT_EXIT(step_with_environment("TAPELESS_CPU_PASS", "blocked"), testing::ExitedWithCode(0), "");
+}
+
 TEST(PassChoice, ByTypeAndOverride) {
   static_assert(tl::detail::pass_by_type<decltype(width_32())>() == cpu_pass::blocked);
   static_assert(tl::detail::pass_by_type<decltype(width_33())>() == cpu_pass::blocked);
@@ -179,6 +207,8 @@ TEST(PassChoice, ByTypeAndOverride) {
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::layer_norm<64>(),
                                                             tl::dense<64, 1>()))>() == cpu_pass::blocked);  // other layers too
   static_assert(tl::detail::pass_by_type<decltype(forced_lanes_model())>() == cpu_pass::lanes);
+  static_assert(tl::cpu_pass_of<decltype(width_32())> == cpu_pass::blocked);
+  static_assert(tl::cpu_pass_of<decltype(forced_lanes_model())> == cpu_pass::lanes);
   // What value_and_grad computes is what the chosen pass computes, to the bit.
   tl::rng gen(2);
   const auto forced = forced_lanes_model();

@@ -123,6 +123,7 @@ template <cpu_pass Pass = cpu_pass::automatic, model Model, class Loss, class T>
 loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
                                     std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
+  (void)lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported for every model
   cpu_workspace<T>& ws = workspace_for_this_thread<T>();
   bool blocked = false;
   if constexpr (blocked_pass_compiled<Model, Pass>()) {
@@ -181,6 +182,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
 template <model Model, class T>
 basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, const basic_matrix<T>& x) {
   detail::check_batch<Model>("apply", x);
+  (void)detail::lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported here too
   constexpr std::size_t K = detail::cpu_lanes, In = Model::inputs, Out = Model::outputs;
   const std::size_t batch = x.batch();
   basic_matrix<T> y(Out, batch);

@@ -11,13 +11,16 @@
 // lanes otherwise. It
 // can be overridden per model type, by specializing cpu_pass_for:
 //   template <> inline constexpr tl::cpu_pass tl::cpu_pass_for<decltype(net)> = tl::cpu_pass::lanes;
-// or for a whole run by the environment: TAPELESS_CPU_PASS=lanes (or blocked, which
-// applies to models the blocked pass can run and is ignored for others).
+// or for a whole run by the environment: TAPELESS_CPU_PASS=lanes (`blocked` leaves the
+// type's choice; any other value is an error the first step reports). The choice a
+// type makes: tl::cpu_pass_of<Model>.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -68,11 +71,17 @@ constexpr cpu_pass pass_by_type() {
   else return hidden_layers_wide<Model>() ? cpu_pass::blocked : cpu_pass::lanes;
 }
 
-// TAPELESS_CPU_PASS=lanes, read once: the lane pass for every model.
+// TAPELESS_CPU_PASS=lanes, read once: the lane pass for every model. A value that is
+// neither lanes nor blocked is a typo that would silently time the wrong pass: an
+// error (std::invalid_argument), thrown before the step changes anything.
 inline bool lanes_forced_by_environment() {
   static const bool forced = [] {
     const char* env = std::getenv("TAPELESS_CPU_PASS");
-    return env && std::strcmp(env, "lanes") == 0;
+    if (!env || !*env) return false;
+    if (std::strcmp(env, "lanes") != 0 && std::strcmp(env, "blocked") != 0)
+      throw std::invalid_argument(std::string("tapeless: TAPELESS_CPU_PASS must be lanes or blocked (or unset), got '") +
+                                  env + "'");
+    return std::strcmp(env, "lanes") == 0;
   }();
   return forced;
 }
@@ -93,8 +102,15 @@ constexpr bool blocked_pass_compiled() {
 template <class Model, cpu_pass Requested>
 bool runs_blocked_pass() {
   static_assert(blocked_pass_compiled<Model, Requested>());
-  return Requested == cpu_pass::blocked || !lanes_forced_by_environment();
+  const bool lanes = lanes_forced_by_environment();  // (read even when the caller names the pass: a typo is reported)
+  return Requested == cpu_pass::blocked || !lanes;
 }
 
 }  // namespace detail
+
+// The pass a model type trains on (cpu_pass::lanes or cpu_pass::blocked), after any
+// cpu_pass_for override; TAPELESS_CPU_PASS=lanes still sends a run to the lane pass.
+template <class Model>
+inline constexpr cpu_pass cpu_pass_of = detail::pass_by_type<std::remove_cvref_t<Model>>();
+
 }  // namespace tl

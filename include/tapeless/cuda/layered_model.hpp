@@ -25,7 +25,7 @@ struct stage_layer {
   using type = Stage;
 };
 template <class Layer, std::size_t Offset>
-struct stage_layer<dense_stage<Layer, Offset>> {
+struct stage_layer<layer_stage<stage_kind::dense, Layer, Offset>> {
   using type = Layer;
 };
 

@@ -24,22 +24,19 @@ namespace tl::detail {
 
 enum class stage_kind { dense, sample, skip_open, skip_close };
 
-template <class Layer, std::size_t Offset>
-struct dense_stage {
-  static constexpr stage_kind kind = stage_kind::dense;
+// A stage that is a layer of the model (a copy of it): dense or sample.
+template <stage_kind Kind, class Layer, std::size_t Offset>
+struct layer_stage {
+  static constexpr stage_kind kind = Kind;
   static constexpr std::size_t offset = Offset, inputs = Layer::inputs, outputs = Layer::outputs;
   static constexpr std::size_t parameter_count = Layer::parameter_count;
   using layer_type = Layer;
   Layer layer;
 };
 template <class Layer, std::size_t Offset>
-struct sample_stage {
-  static constexpr stage_kind kind = stage_kind::sample;
-  static constexpr std::size_t offset = Offset, inputs = Layer::inputs, outputs = Layer::outputs;
-  static constexpr std::size_t parameter_count = Layer::parameter_count;
-  using layer_type = Layer;
-  Layer layer;
-};
+using dense_stage = layer_stage<stage_kind::dense, Layer, Offset>;
+template <class Layer, std::size_t Offset>
+using sample_stage = layer_stage<stage_kind::sample, Layer, Offset>;
 template <stage_kind Kind, std::size_t Width>
 struct skip_stage {
   static constexpr stage_kind kind = Kind;
