@@ -6,8 +6,8 @@
 // A chunk's values stay in the thread's own buffers (from a few hundred kilobytes to
 // 17 MB for eight 1024-wide layers, and for another layer its saved values and its
 // gradient's lanes: 2.2 MB for a layer_norm<1024> in double), reused for every chunk;
-// no matrix as large as the batch exists. The chunk is summed in the working precision, chunks in double, as in
-// the lane pass.
+// no matrix as large as the batch exists. The chunk is summed in the working
+// precision, chunks in double, as in the lane pass.
 #pragma once
 
 #include <algorithm>

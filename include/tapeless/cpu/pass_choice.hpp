@@ -98,12 +98,13 @@ constexpr bool blocked_pass_compiled() {
 
 // Whether this run takes the blocked pass: compiled for it, and not sent to the lane
 // pass by TAPELESS_CPU_PASS=lanes unless the caller asked for the blocked pass by name.
-// Only call it where blocked_pass_compiled<Model, Requested>() holds.
+// Only call it where blocked_pass_compiled<Model, Requested>() holds. (Its callers,
+// cpu/batch.hpp's step and apply, read the variable first for every model, so that a
+// typo in it is reported whichever pass runs.)
 template <class Model, cpu_pass Requested>
 bool runs_blocked_pass() {
   static_assert(blocked_pass_compiled<Model, Requested>());
-  const bool lanes = lanes_forced_by_environment();  // (read even when the caller names the pass: a typo is reported)
-  return Requested == cpu_pass::blocked || !lanes;
+  return Requested == cpu_pass::blocked || !lanes_forced_by_environment();
 }
 
 }  // namespace detail

@@ -214,8 +214,9 @@ template <class Model, std::size_t L>
 std::size_t bias_slices(std::size_t rows) {
   return delta_slices(rows, Model::template layer_type<L>::outputs);
 }
-// Which layers get their bias gradient so: all but the last (its deltas come from the
-// loss) and a fused first layer (its own kernel adds it).
+// Which layers get their bias gradient so: every dense layer but the last (its deltas
+// come from the loss) and a fused first layer (its own kernel adds it); other stages
+// have no bias.
 template <class Model, std::size_t L>
 inline constexpr bool bias_from_delta_sums =
     dense_at<Model, L>() && L + 1 < Model::depth && !(L == 0 && fuses_first_layer<Model>);
