@@ -1,7 +1,7 @@
-// Per-step time of models with other layers than dense ones (layer_norm, skip), which
-// no fast path takes: on the GPU the general kernel, whose sums lie in rows of global
-// memory past 8192 parameters (cuda/general_kernel.hpp), and on this host's CPU the
-// lane pass; a dense chain of the same widths on the GPU's layered path beside them.
+// Per-step time of models with other layers than dense ones (layer_norm, skip): on the
+// GPU the path the automatic choice takes (the layered path with their stages past
+// 8192 parameters, cuda/layered_stages.hpp; below, the general kernel), and on this
+// host's CPU the pass it takes; a dense chain of the same widths beside them.
 // fit() of `steps` full-batch Adam steps, MSE, median of several runs (CUDA events on
 // the GPU, the CPU fit's own clock).
 //   build-gpu/bench/other_layers_fit_gpu [repetitions] [--no-cpu]

@@ -54,12 +54,22 @@ inline auto odd() {
                    tl::dense<128, 96>(tl::tanh), halve_layer<96>{}, tl::dense<48, 1>());
 }
 
+// The widest layer_norm a warp takes (1024: 32 values a lane) and one wider, which takes
+// the generic sample stage (cuda/layer_norm_stage.hpp).
+template <std::size_t N>
+inline auto wide_norm() {
+  return tl::chain(tl::dense<2, N>(tl::tanh), tl::layer_norm<N>(), tl::dense<N, 4>(tl::tanh), tl::dense<4, 1>());
+}
+static_assert(tl::detail::gpu::warp_layer_norm<tl::layer_norm_layer<1024>> &&
+              !tl::detail::gpu::warp_layer_norm<tl::layer_norm_layer<1056>>);
+
 template <class Model>
 constexpr bool takes_layered = tl::detail::path_for<Model, float> == tl::detail::gpu_path::layered &&
                                tl::detail::path_for<Model, double> == tl::detail::gpu_path::layered;
 static_assert(takes_layered<decltype(residual())> && takes_layered<decltype(normed())> &&
               takes_layered<decltype(ends_other())> && takes_layered<decltype(nested())> &&
-              takes_layered<decltype(odd())>);
+              takes_layered<decltype(odd())> && takes_layered<decltype(wide_norm<1024>())> &&
+              takes_layered<decltype(wide_norm<1056>())>);
 // Small models with other layers keep the general kernel, and do not compile the layered path.
 static_assert(!tl::detail::layered_available<decltype(tl::chain(tl::dense<2, 32>(tl::tanh), tl::layer_norm<32>(),
                                                                 tl::dense<32, 1>()))>);
@@ -83,6 +93,18 @@ TEST(LayeredStages, MatchCpuDouble) {
 TEST(LayeredStages, ManyChunksMatchCpu) {
   all_match_cpu<float>(9001, 1, tl::gpu_regime::layered);
   all_match_cpu<double>(9001, 1, tl::gpu_regime::layered);
+}
+// A warp a sample at its widest, and the generic stage past it; the backward's rows of
+// gradients (at most 4096 warps) over a chunk of 9001 samples and of 1. In double: a
+// layer_norm of 1024 values from a 2-input layer cancels enough digits that in float
+// at a few samples the CPU's own two passes differ by up to 1.2e-5 (9001 samples: 7e-8).
+TEST(LayeredStages, WidestLayerNormsMatchCpu) {
+  for (std::size_t batch : {1u, 33u, 9001u}) {
+    expect_layered_equals_cpu<double>(wide_norm<1024>(), tl::mse, batch, 15);
+    expect_layered_equals_cpu<double>(wide_norm<1056>(), tl::mse, batch, 16);
+  }
+  expect_layered_equals_cpu<float>(wide_norm<1024>(), tl::mse, 9001, 17);
+  expect_layered_equals_cpu<float>(wide_norm<1056>(), tl::mse, 9001, 18);
 }
 // The other path for these models: the general kernel, its sums in rows of global memory.
 TEST(LayeredStages, GeneralKernelInRowsMatchesCpu) {

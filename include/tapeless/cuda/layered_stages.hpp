@@ -6,7 +6,8 @@
 //                workspace between forward and backward; its backward writes one row of
 //                parameter gradients a sample, which a product with a column of ones
 //                adds up (cuBLASLt, fp32 sums at every precision), as it does the last
-//                dense layer's bias gradient
+//                dense layer's bias gradient; a layer_norm up to 1024 wide instead
+//                takes a warp a sample (cuda/layer_norm_stage.hpp)
 //   skip_open    copies x on; backward: its delta plus its close stage's (the identity
 //                path), handed to the stage below
 //   skip_close   f(x) + x
@@ -24,6 +25,7 @@
 #include "tapeless/cuda/blas.hpp"
 #include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/layer_norm_stage.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 
 namespace tl::detail::gpu {
@@ -102,9 +104,14 @@ void forward_stage(const Model& model, const T* params, const T* in, std::size_t
   constexpr std::size_t Out = Model::template layer_type<L>::outputs;
   if constexpr (kind == stage_kind::sample) {
     const auto layer = model.template sublayer<L>();
-    sample_forward_kernel<<<elementwise_blocks(rows), 128, 0, stream>>>(
-        layer, params + Model::template parameter_offset<L>, in, out, stage_saved<Model, L>(units, stride), rows);
-    TL_CUDA_CHECK_LAUNCH("sample_forward_kernel (layered stage)");
+    const T* p = params + Model::template parameter_offset<L>;
+    if constexpr (warp_layer_norm<std::remove_const_t<decltype(layer)>>) {
+      layer_norm_forward(layer, p, in, out, stage_saved<Model, L>(units, stride), rows, stream);
+    } else {
+      sample_forward_kernel<<<elementwise_blocks(rows), 128, 0, stream>>>(layer, p, in, out,
+                                                                          stage_saved<Model, L>(units, stride), rows);
+      TL_CUDA_CHECK_LAUNCH("sample_forward_kernel (layered stage)");
+    }
   } else if constexpr (kind == stage_kind::skip_open) {
     copy(in, out, rows * Out, stream);
   } else {
@@ -129,13 +136,22 @@ void backward_stage(const Model& model, const T* params, const T* x, std::size_t
     T* rows_of_gradients = sample_gradient_rows<Model>(units, stride);
     T* din = nullptr;
     if constexpr (L > 0) din = handed_back_to<Model, L>(units, ws);
-    sample_backward_kernel<(L > 0)><<<elementwise_blocks(rows), 128, 0, stream>>>(
-        model.template sublayer<L>(), params + Model::template parameter_offset<L>, layer_input<Model, L>(x, units, stride),
-        static_cast<const T*>(layer_outputs<Model, L>(units, stride)), stage_saved<Model, L>(units, stride),
-        static_cast<const T*>(delta), din, rows_of_gradients, rows);
-    TL_CUDA_CHECK_LAUNCH("sample_backward_kernel (layered stage)");
+    const T* p = params + Model::template parameter_offset<L>;
+    const T* in = layer_input<Model, L>(x, units, stride);
+    std::size_t gradient_rows = rows;  // rows of rows_of_gradients to add up
+    if constexpr (warp_layer_norm<layer>) {
+      gradient_rows = layer_norm_backward<(L > 0), layer::outputs>(
+          p, in, static_cast<const T*>(stage_saved<Model, L>(units, stride)), static_cast<const T*>(delta), din,
+          rows_of_gradients, rows, stream);
+    } else {
+      sample_backward_kernel<(L > 0)><<<elementwise_blocks(rows), 128, 0, stream>>>(
+          model.template sublayer<L>(), p, in, static_cast<const T*>(layer_outputs<Model, L>(units, stride)),
+          stage_saved<Model, L>(units, stride), static_cast<const T*>(delta), din, rows_of_gradients, rows);
+      TL_CUDA_CHECK_LAUNCH("sample_backward_kernel (layered stage)");
+    }
     if constexpr (P > 0)
-      ws.blas.multiply(blas_shape{false, false, P, 1, rows, P, rows, P}, static_cast<const T*>(rows_of_gradients),
+      ws.blas.multiply(blas_shape{false, false, P, 1, gradient_rows, P, gradient_rows, P},
+                       static_cast<const T*>(rows_of_gradients),
                        static_cast<const T*>(thrust::raw_pointer_cast(ws.ones.data())),
                        gradient + Model::template parameter_offset<L>, accumulate ? T(1) : T(0),
                        matmul_precision::fp32, stream);
