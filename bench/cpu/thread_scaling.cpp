@@ -2,17 +2,17 @@
 // step split into its phases, at each thread count.
 //   build/bench/thread_scaling [--widths 256,512] [--depths 4] [--batches 1e4,1e5]
 //                              [--threads 1,8,16] [--reps 5] [--pin 1]
-// Per cell: the whole train_step (the library's split: slots, cpu/parallel.hpp); the
-// pass over the samples (blocked_chain::accumulate) split two ways in one run, one
-// range a thread ("ranges", the split before slots) and slots taken as threads finish
-// ("slots"), each with its imbalance (the busiest thread's time over the mean);
-// one thread's share run alone on an otherwise idle pool, so
-//   contention = mean thread time of the ranges / alone   (what the threads cost each
-//                                                          other: memory, caches, clocks)
-//   gain       = ranges / slots
-//   rest       = (step - slots) / step                    (packing, join, optimizer)
-// and the slowest thread of the ranges each repetition, with its time over the fastest's.
-// --pin 1 binds the pool's threads to one CPU each first (the library never does).
+// Per cell: the whole train_step; the pass over the samples (for_each_range around
+// blocked_chain::accumulate: its wall time, each thread's own time, their mean and
+// maximum); thread 0's range run alone on one thread, every other thread idle,
+// for the same work; the rest of the step (packing, the join of the threads' sums,
+// the optimizer) as step - pass. So:
+//   imbalance  = max thread / mean thread    (whole chunks per thread)
+//   contention = mean thread / alone         (what the threads cost each other:
+//                                             memory, shared caches, clocks)
+//   rest       = (step - pass) / step
+// and the slowest thread's index with its time over the fastest's. --pin 1 binds
+// each of the pool's threads to one CPU first (the library never does).
 // GFLOP/s counts 6 B In Out per layer as bench/cpu/dense_chain_step does.
 #include <pthread.h>
 #include <sched.h>
@@ -118,59 +118,49 @@ void run_cells(const options& o) {
         if (!std::isfinite(r.loss)) std::fprintf(stderr, "non-finite loss\n");
         return seconds_since(start);
       };
-      // The pass over the samples alone, each thread adding up its own time: split as
-      // the step splits it (slots taken as threads finish, cpu/parallel.hpp) or one
-      // range a thread (the split before slots), in one run.
+      // The pass alone, each thread timing its own range.
       const float* packed = tl::detail::packed_weights<Model>(state.params.data(), ws);
-      const std::size_t slots = tl::detail::cpu_slots_for(batch, threads, P);
-      std::vector<double> sums(slots * P), own(threads);
-      const auto pass = [&](bool slotted) {
-        std::fill(own.begin(), own.end(), 0.0);
+      std::vector<double> sums(threads * P), own(threads);
+      std::vector<std::pair<std::size_t, std::size_t>> range(threads);
+      const auto pass = [&] {
         const auto start = clock_type::now();
-        tl::detail::for_each_slot(batch, slotted ? slots : threads, threads,
-                                  [&](std::size_t t, std::size_t slot, std::size_t first, std::size_t last) {
-                                    const auto mine = clock_type::now();
-                                    double* g = sums.data() + slot * P;
-                                    std::fill(g, g + P, 0.0);
-                                    pass_type::accumulate(model, tl::mse, packed, x.data(), y.data(), first, last,
-                                                          pass_type::thread_buffer(), g);
-                                    own[t] += seconds_since(mine);
-                                  });
+        tl::detail::for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+          const auto mine = clock_type::now();
+          double* g = sums.data() + t * P;
+          std::fill(g, g + P, 0.0);
+          pass_type::accumulate(model, tl::mse, packed, x.data(), y.data(), first, last, pass_type::thread_buffer(), g);
+          own[t] = seconds_since(mine);
+          range[t] = {first, last};
+        });
         return seconds_since(start);
       };
-      const auto alone = [&] {  // one thread's share, nothing else running
-        const auto r = tl::detail::chunk_range(batch, 0, threads);
+      const auto alone = [&] {  // thread 0's range, nothing else running
         const auto start = clock_type::now();
         std::fill(sums.begin(), sums.begin() + P, 0.0);
-        pass_type::accumulate(model, tl::mse, packed, x.data(), y.data(), r.first, r.last, pass_type::thread_buffer(),
-                              sums.data());
+        pass_type::accumulate(model, tl::mse, packed, x.data(), y.data(), range[0].first, range[0].second,
+                              pass_type::thread_buffer(), sums.data());
         return seconds_since(start);
       };
       whole_step();  // warm-up: buffers, pool, caches
-      pass(false);
-      pass(true);
-      std::vector<double> step_t, ranges_t, slots_t, mean_t, max_t, slotted_max_t, alone_t, spread;
+      pass();
+      std::vector<double> step_t, pass_t, mean_t, max_t, alone_t, spread;
       std::vector<std::size_t> slowest;
       for (int r = 0; r < o.reps; ++r) {
         step_t.push_back(whole_step());
-        ranges_t.push_back(pass(false));
+        pass_t.push_back(pass());
         double mean = 0, most = 0;
         for (const double t : own) mean += t / double(threads), most = std::max(most, t);
-        mean_t.push_back(mean);
-        max_t.push_back(most);
         slowest.push_back(std::size_t(std::max_element(own.begin(), own.end()) - own.begin()));
         spread.push_back(most / *std::min_element(own.begin(), own.end()));
-        slots_t.push_back(pass(true));
-        double slotted_mean = 0, slotted_most = 0;
-        for (const double t : own) slotted_mean += t / double(threads), slotted_most = std::max(slotted_most, t);
-        slotted_max_t.push_back(slotted_most / slotted_mean);
+        mean_t.push_back(mean);
+        max_t.push_back(most);
         alone_t.push_back(alone());
       }
-      const double step = median_of(step_t), ranges = median_of(ranges_t), slotted = median_of(slots_t),
-                   mean = median_of(mean_t), most = median_of(max_t), single = median_of(alone_t);
-      std::printf("%5zu %5zu %8zu %7zu %5zu %11.1f %8.1f %11.1f %9.2f %10.2f %11.1f %9.2f %7.2fx %6.1f%%  slowest", Width,
-                  Depth, batch, threads, slots, step * 1e6, flops / step / 1e9, ranges * 1e6, most / mean, mean / single,
-                  slotted * 1e6, median_of(slotted_max_t), ranges / slotted, 100 * (step - slotted) / step);
+      const double step = median_of(step_t), wall = median_of(pass_t), mean = median_of(mean_t),
+                   most = median_of(max_t), single = median_of(alone_t);
+      std::printf("%5zu %5zu %8zu %7zu %11.1f %9.1f %11.1f %11.1f %11.1f %11.1f %10.2f %10.2f %7.1f%%  slowest", Width,
+                  Depth, batch, threads, step * 1e6, flops / step / 1e9, wall * 1e6, mean * 1e6, most * 1e6,
+                  single * 1e6, most / mean, mean / single, 100 * (step - wall) / step);
       for (std::size_t r = 0; r < slowest.size(); ++r) std::printf(" %zu (%.2fx)", slowest[r], spread[r]);
       std::printf("\n");
       std::fflush(stdout);
@@ -204,8 +194,8 @@ int main(int argc, char** argv) {
     }
   }
   if (o.pin) pin_pool_threads();
-  std::printf("width depth    batch threads slots     step us  GFLOP/s   ranges us imbalance contention    slots us imbalance   gain   rest"
-              "  slowest thread of the ranges (max / min) each repetition\n");
+  std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
+              "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
   run_width<256>(o);
   run_width<512>(o);
   run_width<1024>(o);

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <string>
 #include <limits>
@@ -218,48 +217,6 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
   EXPECT_NEAR(threaded.loss, loss, 1e-6 * loss);
   for (int k = 0; k < 49; ++k)
     EXPECT_NEAR(threaded.gradient.flat()[k], wide[k] / double(batch), 1e-7 + 1e-6 * std::abs(wide[k] / double(batch))) << k;
-}
-
-// Slots (cpu/parallel.hpp): every slot runs once, on whichever thread is free, over
-// contiguous ranges of whole chunks that cover the batch in slot order; with the
-// workers held (a busy machine) the caller runs them all. The count: at least one a
-// thread, at most slots_per_thread a thread and one per chunks_per_slot chunks, and
-// one a thread once their sums would pass slot_sums_bytes.
-TEST(Threads, SlotsCoverTheBatchOnceWhicheverThreadTakesThem) {
-  using namespace tl::detail;
-  const std::size_t threads = cpu_pool().size();
-  for (const bool hold : {false, true}) {
-    cpu_pool().hold_workers(hold);
-    for (const std::size_t batch : {std::size_t(1), std::size_t(3000), std::size_t(100001)}) {
-      const std::size_t slots = 13;
-      std::vector<std::atomic<int>> calls(slots);
-      std::vector<sample_range> seen(slots);
-      std::vector<std::atomic<int>> by_thread(threads);
-      for_each_slot(batch, slots, threads, [&](std::size_t t, std::size_t slot, std::size_t first, std::size_t last) {
-        calls[slot].fetch_add(1);
-        by_thread[t].fetch_add(1);
-        seen[slot] = {first, last};
-      });
-      std::size_t next = 0;
-      for (std::size_t slot = 0; slot < slots; ++slot) {
-        EXPECT_EQ(calls[slot].load(), 1) << slot;
-        EXPECT_EQ(seen[slot].first, next) << slot;
-        EXPECT_TRUE(seen[slot].last == batch || seen[slot].last % cpu_chunk == 0) << slot;
-        next = seen[slot].last;
-      }
-      EXPECT_EQ(next, batch);
-      int total = 0;
-      for (auto& n : by_thread) total += n.load();
-      EXPECT_EQ(total, int(slots));
-    }
-  }
-  cpu_pool().hold_workers(false);
-  EXPECT_EQ(cpu_slots_for(100000, 1, 1000), 1u);
-  EXPECT_EQ(cpu_slots_for(100000, 4, 1000), 4 * slots_per_thread);       // 391 chunks
-  EXPECT_EQ(cpu_slots_for(5000, 4, 1000), 20 / chunks_per_slot);           // 20 chunks: 5 slots
-  EXPECT_EQ(cpu_slots_for(2000, 4, 1000), 4u);                              // 8 chunks: one a thread
-  EXPECT_EQ(cpu_slots_for(100000, 4, slot_sums_bytes / 8 / 6), 6u);       // room for 6 slots' sums
-  EXPECT_EQ(cpu_slots_for(100000, 4, slot_sums_bytes), 4u);
 }
 
 // The batch split over threads: the same thread count gives the same bits every

@@ -5,10 +5,8 @@
 // 256 samples and the chunks in double, so large batches stay accurate. Chains of
 // wide dense layers take the blocked pass instead (cpu/blocked_chain.hpp; the choice:
 // cpu/pass_choice.hpp). When a step holds enough work, the batch is split into
-// contiguous ranges of chunks ("slots", a few a thread on large batches), which the
-// threads of a persistent pool take as they finish one; each slot's sums are its own
-// and the slots are joined in a fixed order: the result depends on the thread count,
-// never on timing.
+// contiguous ranges of chunks over a persistent thread pool and the ranges are joined
+// in a fixed order: the result depends on the thread count, never on timing.
 #pragma once
 
 #include <algorithm>
@@ -39,8 +37,8 @@ inline constexpr double blocked_work_per_thread = double(1 << 18);
 template <class T>
 struct cpu_workspace {
   std::vector<T> lane_gradient;       // per thread: [parameter][lane]
-  std::vector<double> wide_gradient;  // per slot (cpu/parallel.hpp): [parameter]
-  std::vector<double> loss;           // per slot
+  std::vector<double> wide_gradient;  // per thread: [parameter]
+  std::vector<double> loss;           // per thread
   std::vector<double> check;          // per part of the join: 0 unless a sum is not finite
   simd::aligned_buffer<T> packed;     // the blocked pass's weights, rearranged once a step
 };
@@ -116,8 +114,8 @@ struct loss_sum {
   bool gradient_finite;    // every gradient entry is finite
 };
 
-// Mean loss over the batch; its gradient into grad[0, P). Ranges of whole chunks
-// (slots: cpu_slots_for), joined in slot order. Whether the gradient is finite comes from the
+// Mean loss over the batch; its gradient into grad[0, P). Ranges of whole chunks, one
+// per thread, joined in a fixed order. Whether the gradient is finite comes from the
 // same pass: the double sum of its entries is NaN or infinite exactly when one is.
 // threads = 0: by work. Pass: cpu_pass::automatic chooses (cpu/pass_choice.hpp);
 // lanes or blocked (tests, benchmarks) take that pass, where the model allows it.
@@ -128,46 +126,42 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   (void)lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported for every model
   cpu_workspace<T>& ws = workspace_for_this_thread<T>();
   bool blocked = false;
-  std::size_t slots = 1;  // the batch's ranges, each with its own sums (cpu/parallel.hpp)
   if constexpr (blocked_pass_compiled<Model, Pass>()) {
     blocked = runs_blocked_pass<Model, Pass>();
     if (blocked) {
       using pass_type = blocked_chain<Model, T>;
       threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
       const T* packed = packed_weights<Model>(params, ws);
-      slots = cpu_slots_for(batch, threads, P);
-      ws.wide_gradient.resize(slots * P);
-      ws.loss.assign(slots, 0.0);
-      for_each_slot(batch, slots, threads, [&](std::size_t, std::size_t slot, std::size_t first, std::size_t last) {
-        double* sums = ws.wide_gradient.data() + slot * P;
+      ws.wide_gradient.resize(threads * P);
+      ws.loss.assign(threads, 0.0);
+      for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+        double* sums = ws.wide_gradient.data() + t * P;
         std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
-        ws.loss[slot] = pass_type::accumulate(model, loss, packed, x, y, first, last, pass_type::thread_buffer(), sums);
+        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, pass_type::thread_buffer(), sums);
       });
     }
   }
   if (!blocked) {
     threads = cpu_step_threads(threads, batch, P);
-    slots = cpu_slots_for(batch, threads, P);
     ws.lane_gradient.resize(threads * P * K);
-    ws.wide_gradient.resize(slots * P);
-    ws.loss.assign(slots, 0.0);
-    for_each_slot(batch, slots, threads, [&](std::size_t t, std::size_t slot, std::size_t first, std::size_t last) {
-      double* sums = ws.wide_gradient.data() + slot * P;
-      std::fill(sums, sums + P, 0.0);
-      ws.loss[slot] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K, sums);
+    ws.wide_gradient.assign(threads * P, 0.0);
+    ws.loss.assign(threads, 0.0);
+    for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
+                                      ws.wide_gradient.data() + t * P);
     });
   }
   double total = 0.0;
-  for (std::size_t slot = 0; slot < slots; ++slot) total += ws.loss[slot];
+  for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
   const double scale = 1.0 / Loss::denominator(Model::outputs, batch);
-  // Each parameter's sum over slots in slot order, whichever part computes it.
+  // Each parameter's sum over threads in thread order, whichever part computes it.
   const std::size_t join_parts = cpu_threads_for_values(P);
   ws.check.assign(join_parts, 0.0);
   for_each_part(P, join_parts, [&](std::size_t part, std::size_t first, std::size_t last) {
     double check = 0.0;
     for (std::size_t p = first; p < last; ++p) {
       double sum = 0.0;
-      for (std::size_t slot = 0; slot < slots; ++slot) sum += ws.wide_gradient[slot * P + p];
+      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
       grad[p] = static_cast<T>(sum * scale);
       check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
     }

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -58,69 +57,17 @@ inline thread_pool& cpu_pool() {
   return pool;
 }
 
-// Range `part` of `parts` contiguous ranges of whole chunks of [0, batch): its first
-// and last sample.
-struct sample_range {
-  std::size_t first, last;
-};
-inline sample_range chunk_range(std::size_t batch, std::size_t part, std::size_t parts) {
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  return {std::min(batch, chunks * part / parts * cpu_chunk), std::min(batch, chunks * (part + 1) / parts * cpu_chunk)};
-}
-
 // Runs pass(t, first, last) for t < threads over contiguous ranges of whole chunks of
 // [0, batch), on the pool when threads > 1. The ranges depend on the thread count only,
 // and callers join per-thread results in index order: deterministic.
 template <class Pass>
 void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
+  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
   const auto run = [&](std::size_t t) {
-    const sample_range r = chunk_range(batch, t, threads);
-    pass(t, r.first, r.last);
+    pass(t, std::min(batch, chunks * t / threads * cpu_chunk), std::min(batch, chunks * (t + 1) / threads * cpu_chunk));
   };
   if (threads == 1) run(0);  // small steps: no pool, no indirect call
   else cpu_pool().run(threads, run);
-}
-
-// A training step's pass over its samples cuts the batch into more ranges ("slots")
-// than threads, and each thread takes the next slot when it has finished its last: a
-// thread that runs slower than the others (its core shared with other work: on a
-// 16-core VM, one thread of a pass took 1.5-2.6x another's time on equal work, a
-// different thread every step; docs/performance.md, 2026-12-06) holds the step for
-// one slot, not for a whole share. Each slot has its own sums, which the caller joins
-// in slot order, so the result depends on the slot count alone, never on which thread
-// took which slot; the count depends on the thread count, the batch and the model's
-// size. A slot's sums cost a pass over the parameters to clear and one to join, so a
-// slot holds at least chunks_per_slot chunks and all slots' sums at most
-// slot_sums_bytes (past that, one slot a thread, as for_each_range).
-inline constexpr std::size_t slots_per_thread = 4, chunks_per_slot = 4;
-inline constexpr std::size_t slot_sums_bytes = std::size_t(256) << 20;
-
-inline std::size_t cpu_slots_for(std::size_t batch, std::size_t threads, std::size_t parameters) {
-  if (threads <= 1) return 1;
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  const std::size_t by_memory = slot_sums_bytes / (sizeof(double) * std::max<std::size_t>(1, parameters));
-  return std::max(threads, std::min({slots_per_thread * threads, chunks / chunks_per_slot, by_memory}));
-}
-
-// Runs pass(t, slot, first, last) for every slot < slots over chunk_range(batch, slot,
-// slots), on `threads` threads (t < threads: whose scratch to use), each taking the
-// next slot as it finishes one.
-template <class Pass>
-void for_each_slot(std::size_t batch, std::size_t slots, std::size_t threads, const Pass& pass) {
-  const auto run = [&](std::size_t t, std::size_t slot) {
-    const sample_range r = chunk_range(batch, slot, slots);
-    pass(t, slot, r.first, r.last);
-  };
-  if (threads == 1) {
-    for (std::size_t slot = 0; slot < slots; ++slot) run(0, slot);
-  } else if (slots == threads) {
-    cpu_pool().run(threads, [&](std::size_t t) { run(t, t); });
-  } else {
-    std::atomic<std::size_t> next{0};
-    cpu_pool().run(threads, [&](std::size_t t) {
-      for (std::size_t slot; (slot = next.fetch_add(1)) < slots;) run(t, slot);
-    });
-  }
 }
 
 // Elementwise work over a step's parameters (the blocked pass's packed weights and
