@@ -60,6 +60,14 @@ template <std::size_t N>
 inline auto wide_norm() {
   return tl::chain(tl::dense<2, N>(tl::tanh), tl::layer_norm<N>(), tl::dense<N, 4>(tl::tanh), tl::dense<4, 1>());
 }
+// A layer_norm last (its deltas straight from the loss: 128 outputs) and two in a row.
+inline auto norm_last() {
+  return tl::chain(tl::dense<2, 128>(tl::tanh), tl::dense<128, 128>(tl::gelu), tl::layer_norm<128>());
+}
+inline auto two_norms() {
+  return tl::chain(tl::dense<3, 96>(tl::tanh), tl::layer_norm<96>(), tl::layer_norm<96>(), tl::dense<96, 96>(tl::tanh),
+                   tl::dense<96, 1>());
+}
 static_assert(tl::detail::gpu::warp_layer_norm<tl::layer_norm_layer<1024>> &&
               !tl::detail::gpu::warp_layer_norm<tl::layer_norm_layer<1056>>);
 
@@ -69,7 +77,8 @@ constexpr bool takes_layered = tl::detail::path_for<Model, float> == tl::detail:
 static_assert(takes_layered<decltype(residual())> && takes_layered<decltype(normed())> &&
               takes_layered<decltype(ends_other())> && takes_layered<decltype(nested())> &&
               takes_layered<decltype(odd())> && takes_layered<decltype(wide_norm<1024>())> &&
-              takes_layered<decltype(wide_norm<1056>())>);
+              takes_layered<decltype(wide_norm<1056>())> && takes_layered<decltype(norm_last())> &&
+              takes_layered<decltype(two_norms())>);
 // Small models with other layers keep the general kernel, and do not compile the layered path.
 static_assert(!tl::detail::layered_available<decltype(tl::chain(tl::dense<2, 32>(tl::tanh), tl::layer_norm<32>(),
                                                                 tl::dense<32, 1>()))>);
@@ -105,6 +114,14 @@ TEST(LayeredStages, WidestLayerNormsMatchCpu) {
   }
   expect_layered_equals_cpu<float>(wide_norm<1024>(), tl::mse, 9001, 17);
   expect_layered_equals_cpu<float>(wide_norm<1056>(), tl::mse, 9001, 18);
+}
+TEST(LayeredStages, LayerNormLastAndTwoInARowMatchCpu) {
+  for (std::size_t batch : {1u, 31u, 9001u}) {
+    expect_layered_equals_cpu<float>(norm_last(), tl::mse, batch, 19);
+    expect_layered_equals_cpu<float>(two_norms(), tl::mse, batch, 20);
+    expect_layered_equals_cpu<double>(norm_last(), tl::mse, batch, 21, 1);  // 4096-sample chunks
+    expect_layered_equals_cpu<double>(two_norms(), tl::mse, batch, 22, 1);
+  }
 }
 // The other path for these models: the general kernel, its sums in rows of global memory.
 TEST(LayeredStages, GeneralKernelInRowsMatchesCpu) {
@@ -159,6 +176,7 @@ TEST(LayeredStages, ApplyMatchesCpu) {
   apply_matches_cpu(residual());
   apply_matches_cpu(ends_other());
   apply_matches_cpu(nested());
+  apply_matches_cpu(norm_last());
 }
 
 // (apply's chunks: 20 KB of activations, so 4096 samples a chunk, and the last partial.)
