@@ -320,8 +320,8 @@ struct layered_workspace {
     next.low_operands = bf16 && training;
     if (plan == next && blas.ready() && side.ready()) return;
     std::size_t storage = 0;
-    if (training)
-      TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<const T*>(nullptr), static_cast<T*>(nullptr),
+    if (training)  // (the argument types of the call that sums: others would compile CUB's kernels twice)
+      TL_CUDA_CHECK(cub::DeviceReduce::Sum(nullptr, storage, static_cast<T*>(nullptr), static_cast<T*>(nullptr),
                                            batch));
     // (apply: the outputs alone, but for the sample stages' saved values, which lie after
     // every stage's deltas)

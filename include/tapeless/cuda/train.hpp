@@ -12,10 +12,6 @@
 #pragma once
 
 #include <thrust/device_vector.h>
-#include <thrust/execution_policy.h>
-#include <thrust/functional.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <chrono>
@@ -125,25 +121,32 @@ inline std::string failure_message(const char* where, long step, long kind, cons
          "; the parameters were left as before that step";
 }
 
-// Element i's index where it is NaN or infinite, else none (the largest size_t).
+// The least index of a NaN or infinity in values[0, count) into *least (left as it
+// was when there is none): every thread that finds one takes the minimum, which any
+// order of the atomics gives alike. (It was thrust::transform_reduce with a minimum,
+// whose 32- and 64-bit dispatch instantiated four CUB reduction kernels in every GPU
+// program for a search that runs only once a step has failed.)
 template <class T>
-struct non_finite_index {
-  const T* values;
-  TL_HD std::size_t operator()(std::size_t i) const { return isfinite(values[i]) ? ~std::size_t(0) : i; }
-};
+__global__ void least_non_finite_kernel(const T* values, std::size_t count, unsigned long long* least) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    if (!isfinite(values[i])) atomicMin(least, static_cast<unsigned long long>(i));
+}
 // As the CPU's message says it: " (x holds NaN at feature 0 of sample 7)", or empty
-// when x and y are finite. Searched on the device (the least index by a transform and
-// a min-reduction: thrust::find_if copies back a result buffer that compute-sanitizer's
-// initcheck reports as read uninitialized), only once a step has failed. A search that
-// fails itself (no memory for thrust's scratch) gives up the hint, never the
+// when x and y are finite. Searched on the device, only once a step has failed. A
+// search that fails itself (no memory for its one value) gives up the hint, never the
 // numeric_error and its loss history.
 template <class T>
 std::string non_finite_data(const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) try {
+  constexpr unsigned long long none = ~0ull;
+  thrust::device_vector<unsigned long long> least(1);
   for (const auto* m : {&x, &y}) {
-    const std::size_t at = thrust::transform_reduce(
-        thrust::device, thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(m->values.size()),
-        non_finite_index<T>{m->data()}, ~std::size_t(0), thrust::minimum<std::size_t>());
-    if (at < m->values.size()) return non_finite_sample(m == &x ? "x" : "y", double(T(m->values[at])), at, m->features());
+    least[0] = none;
+    const std::size_t count = m->values.size();
+    least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(m->data(), count, thrust::raw_pointer_cast(least.data()));
+    TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
+    const unsigned long long at = least[0];  // (waits for the kernel)
+    if (at < count) return non_finite_sample(m == &x ? "x" : "y", double(T(m->values[at])), std::size_t(at), m->features());
   }
   return {};
 } catch (const std::exception&) {
