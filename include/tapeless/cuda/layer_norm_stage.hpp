@@ -8,8 +8,11 @@
 // sample's mean and 1 / sqrt(var + eps) alone: the backward recomputes x̂ from the
 // layer's input, which the chunk keeps anyway. Each warp of the backward keeps its
 // samples' weight and bias gradients in registers and writes one row of them, so the
-// product with ones adds up a few thousand rows, not one a sample. The same
-// arithmetic as layer_norm_layer's (nn/layer_norm.hpp), in the same order per value.
+// product with ones adds up a few thousand rows, not one a sample. Each value is
+// computed as layer_norm_layer computes it (nn/layer_norm.hpp); the row's sums are
+// added in another order (a lane's strided values, then a tree over the lanes), so
+// results agree with the CPU to rounding, not bit for bit. (In double at N near 1024
+// a lane's four arrays of 32 values exceed the registers and spill: correct, slower.)
 #pragma once
 
 #include <cub/warp/warp_reduce.cuh>
@@ -33,13 +36,14 @@ inline constexpr bool warp_layer_norm<layer_norm_layer<N>> = N <= warp_layer_nor
 
 inline constexpr unsigned layer_norm_warps = 8;  // a block's warps (256 threads)
 // The backward's warps at most: each writes a row of 2N gradients for the product
-// with ones; enough to fill an H200 (132 SMs x 16 warps) several times over.
+// with ones. 512 blocks of 8 warps: about 4 blocks on each of an H200's 132 SMs.
 inline constexpr std::size_t layer_norm_gradient_rows = 4096;
 
 // The sum of every lane's v, in every lane.
 template <class T>
 __device__ T warp_total(T v, typename cub::WarpReduce<T>::TempStorage& storage) {
   const T sum = cub::WarpReduce<T>(storage).Sum(v);  // valid in lane 0
+  __syncwarp();  // the storage is used again by the next call (as CUB asks)
   return __shfl_sync(0xffffffffu, sum, 0);
 }
 
