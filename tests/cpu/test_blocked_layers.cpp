@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
@@ -66,6 +67,18 @@ inline auto others_only() {
                    tl::dense<48, 40>(tl::tanh), halve_layer<40>{}, tl::dense<20, 1>());
 }
 
+// A layer_norm whose rows carry a whole vector of padding (256 floats: a stride of 272).
+inline auto wide_norm() {
+  return tl::chain(tl::dense<2, 256>(tl::tanh), tl::layer_norm<256>(), tl::dense<256, 32>(tl::tanh), tl::dense<32, 1>());
+}
+static_assert(tl::detail::simd::row_stride<float>(256) > 256);
+// A layer_norm takes its own row-wise stage (cpu/blocked_layer_norm.hpp), any other layer the generic one.
+static_assert(std::is_same_v<tl::detail::blocked_sample_stage<tl::detail::sample_stage<tl::layer_norm_layer<40>, 0>, float>::type,
+                             tl::detail::blocked_layer_norm<40, float>>);
+static_assert(std::is_same_v<tl::detail::blocked_sample_stage<tl::detail::sample_stage<scale_layer<40>, 0>, float>::type,
+                             tl::detail::blocked_sample_layer<tl::detail::sample_stage<scale_layer<40>, 0>, float>>);
+
+static_assert(tl::detail::pass_by_type<decltype(wide_norm())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(normed())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(skip_last())>() == cpu_pass::blocked);
 static_assert(tl::detail::pass_by_type<decltype(others_only())>() == cpu_pass::blocked);
@@ -87,6 +100,7 @@ void all_models_agree(std::size_t batch, double tolerance) {
   expect_passes_agree<T>(skip_first(), batch, tolerance);
   expect_passes_agree<T>(skip_last(), batch, tolerance);
   expect_passes_agree<T>(others_only(), batch, tolerance);
+  expect_passes_agree<T>(wide_norm(), batch, tolerance);
 }
 
 TEST(BlockedLayers, MatchLanePassFloat) {
@@ -108,6 +122,7 @@ TEST(BlockedLayers, Float64GradientMatchesCentralDifferences) {
   expect_blocked_matches_differences(skip_first(), 9);
   expect_blocked_matches_differences(skip_last(), 9);
   expect_blocked_matches_differences(others_only(), 9);
+  expect_blocked_matches_differences(wide_norm(), 9);
 }
 
 // The same thread count gives the same bits every time; any count agrees with one

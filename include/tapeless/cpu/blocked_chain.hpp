@@ -1,11 +1,13 @@
 // The blocked CPU pass (cpu/pass_choice.hpp says when it runs): per thread, a chunk
 // of samples goes forward stage by stage (cpu/blocked_stages.hpp: a dense layer as
-// small matrix products, cpu/blocked_dense.hpp; any other layer 16 samples at a time
-// through its own code; a skip's open and close), then the loss, then backward stage
-// by stage, each layer's gradient added straight into the thread's [P] sums in double.
-// A chunk's values stay in the thread's own buffers (from a few hundred kilobytes to
-// 17 MB for eight 1024-wide layers, and for another layer its saved values and its
-// gradient's lanes: 2.2 MB for a layer_norm<1024> in double), reused for every chunk;
+// small matrix products, cpu/blocked_dense.hpp; a layer_norm a row at a time,
+// cpu/blocked_layer_norm.hpp; any other layer 16 samples at a time through its own
+// code; a skip's open and close), then the loss, then backward stage by stage, each
+// layer's gradient added straight into the thread's [P] sums in double. A chunk's
+// values stay in the thread's own buffers (from a few hundred kilobytes to 17 MB for
+// eight 1024-wide layers, and for another layer its saved values and its gradient's
+// lanes: 2.2 MB for a user's layer that saves 1025 values a sample and has 2048
+// parameters, in double), reused for every chunk;
 // no matrix as large as the batch exists. The chunk is summed in the working
 // precision, chunks in double, as in the lane pass.
 #pragma once
@@ -17,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "tapeless/cpu/blocked_layer_norm.hpp"
 #include "tapeless/cpu/blocked_stages.hpp"
 #include "tapeless/nn/chain.hpp"
 
@@ -42,13 +45,13 @@ struct blocked_chain {
   template <std::size_t I>
   using dense = blocked_dense<typename stage<I>::layer_type, T, rows>;
   template <std::size_t I>
-  using sample = blocked_sample_layer<stage<I>, T>;
+  using sample = typename blocked_sample_stage<stage<I>, T>::type;
   template <std::size_t I>
   static constexpr std::size_t out_stride = simd::row_stride<T>(stage<I>::outputs);
   static constexpr std::size_t in_stride = simd::row_stride<T>(In);
 
   // Per stage: its packed parameters, its scratch, and (sample stages) the values its
-  // forward saves for each group of 16 rows and its gradient's lanes.
+  // forward saves for each group of 16 rows and its gradient's scratch.
   // (Another layer's parameters are copied as they are, rounded up to whole cache lines
   // so that the dense stages' panels after them stay aligned.)
   template <std::size_t I>
@@ -64,7 +67,7 @@ struct blocked_chain {
   template <std::size_t I>
   static constexpr std::size_t private_size_of = [] {
     if constexpr (kind<I> == stage_kind::sample)
-      return saved_for_chunk<rows, sample<I>::saved_per_group> + sample<I>::P * sample<I>::K;
+      return saved_for_chunk<rows, sample<I>::saved_per_group> + sample<I>::scratch_values;
     else return std::size_t(0);
   }();
 

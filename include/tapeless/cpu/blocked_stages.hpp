@@ -3,7 +3,8 @@
 // model's layers are flattened into stages by nn/stages.hpp: a dense stage runs as
 // register-blocked products (cpu/blocked_dense.hpp); a sample stage (any other layer)
 // runs its own forward and backward here, 16 samples at a time, lane-major as the lane
-// pass runs it; a skip's open and close stages are copies and sums in the chain.
+// pass runs it (a layer_norm instead a row at a time, cpu/blocked_layer_norm.hpp); a
+// skip's open and close stages are copies and sums in the chain.
 //
 // Each stage owns an output buffer and a delta buffer. A dense stage's delta buffer
 // holds its slopes (activation derivatives) after the forward, and d loss / d z after
@@ -43,6 +44,7 @@ struct blocked_sample_layer {
   using layer_type = typename Stage::layer_type;
   static constexpr std::size_t K = 16, In = Stage::inputs, Out = Stage::outputs;
   static constexpr std::size_t P = layer_type::parameter_count, saved_per_group = layer_type::saved_count * K;
+  static constexpr std::size_t scratch_values = P * K;  // the gradient's lanes
   static constexpr std::size_t in_stride = simd::row_stride<T>(In), out_stride = simd::row_stride<T>(Out);
 
   static void gather(const T* rows, std::size_t stride, std::size_t width, std::size_t g, std::size_t n, T* lanes) {
