@@ -19,9 +19,13 @@
 #include <utility>
 #include <vector>
 
+#include "chain_cells.hpp"
 #include "tapeless/tapeless.hpp"
 
 namespace {
+
+using bench::median_of;
+using bench::sizes;
 
 struct options {
   std::vector<std::size_t> widths{32, 64, 128, 256, 512, 1024}, depths{2, 4, 8}, batches{1000, 10000, 100000};
@@ -29,53 +33,19 @@ struct options {
   int reps = 5;
 };
 
-std::vector<std::size_t> sizes(const char* list) {
-  std::vector<std::size_t> out;
-  for (const char* c = list; *c;) {
-    char* end;
-    out.push_back(std::size_t(std::strtod(c, &end)));  // "1e5" reads
-    c = *end == ',' ? end + 1 : end;
-    if (end == c && *c) break;
-  }
-  return out;
-}
-
-double median_of(std::vector<double> times) {
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-template <std::size_t Width, std::size_t Depth>
-auto make_mlp() {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return tl::chain(tl::dense<2, Width>(tl::tanh), ((void)I, tl::dense<Width, Width>(tl::tanh))...,
-                     tl::dense<Width, 1>());
-  }(std::make_index_sequence<Depth - 2>{});
-}
-
-double flops(std::size_t width, std::size_t depth, std::size_t batch) {
-  const double w = double(width);
-  return 6.0 * double(batch) * (2 * w + double(depth - 2) * w * w + w);
-}
-
 template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
   if (std::find(o.depths.begin(), o.depths.end(), Depth) == o.depths.end()) return;
-  const auto model = make_mlp<Width, Depth>();
+  const auto model = bench::make_mlp<Width, Depth>();
   double seconds_per_flop = 0;  // of the last measured cell: estimates the next
   for (const std::size_t batch : o.batches) {
-    const double estimate = seconds_per_flop * flops(Width, Depth, batch);
+    const double estimate = seconds_per_flop * bench::chain_flops(Width, Depth, batch);
     if (estimate > o.max_step_s) {
       std::printf("%5zu %5zu %8zu  skipped (estimated %.1f s a step)\n", Width, Depth, batch, estimate);
       continue;
     }
-    tl::matrix x(2, batch), y(1, batch);
-    for (std::size_t s = 0; s < batch; ++s) {  // the additive recurrence of bench/grid
-      const double a = 0.5 + double(s) * 0.7548776662466927, b = 0.5 + double(s) * 0.5698402909980532;
-      x(0, s) = float(-2.0 + 4.0 * (a - double(std::size_t(a))));
-      x(1, s) = float(-2.0 + 4.0 * (b - double(std::size_t(b))));
-      y(0, s) = float(std::sin(double(x(0, s))) * std::cos(double(x(1, s))));
-    }
+    tl::matrix x, y;
+    bench::grid_batch(batch, x, y);
     tl::rng gen(42);
     tl::train_state state(model, tl::init(model, gen), tl::adam{1e-3f});
     const auto step = [&] {
@@ -92,8 +62,8 @@ void run_cells(const options& o) {
       times.push_back(t / per_rep);
     }
     const double median = median_of(times);
-    seconds_per_flop = median / flops(Width, Depth, batch);
-    const double gflops = flops(Width, Depth, batch) / median / 1e9;
+    seconds_per_flop = median / bench::chain_flops(Width, Depth, batch);
+    const double gflops = bench::chain_flops(Width, Depth, batch) / median / 1e9;
     // tl::apply on the same batch: a forward, about a third of a step's work.
     std::vector<double> apply_times;
     float sink = 0;

@@ -26,9 +26,13 @@
 #include <utility>
 #include <vector>
 
+#include "chain_cells.hpp"
 #include "tapeless/tapeless.hpp"
 
 namespace {
+
+using bench::median_of;
+using bench::sizes;
 
 using clock_type = std::chrono::steady_clock;
 
@@ -53,51 +57,22 @@ void pin_pool_threads() {
     if (pinned[t] < 0) std::printf("# thread %zu not pinned\n", t);
 }
 
-std::vector<std::size_t> sizes(const char* list) {
-  std::vector<std::size_t> out;
-  for (const char* c = list; *c;) {
-    char* end;
-    out.push_back(std::size_t(std::strtod(c, &end)));  // "1e5" reads
-    c = *end == ',' ? end + 1 : end;
-    if (end == c && *c) break;
-  }
-  return out;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
 template <std::size_t Width, std::size_t Depth>
-auto make_mlp() {
-  return []<std::size_t... I>(std::index_sequence<I...>) {
-    return tl::chain(tl::dense<2, Width>(tl::tanh), ((void)I, tl::dense<Width, Width>(tl::tanh))...,
-                     tl::dense<Width, 1>());
-  }(std::make_index_sequence<Depth - 2>{});
-}
-
-template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
   if (std::find(o.depths.begin(), o.depths.end(), Depth) == o.depths.end()) return;
-  const auto model = make_mlp<Width, Depth>();
+  const auto model = bench::make_mlp<Width, Depth>();
   using Model = std::remove_const_t<decltype(model)>;
   using pass_type = tl::detail::blocked_chain<Model, float>;
   constexpr std::size_t P = Model::parameter_count;
   for (const std::size_t batch : o.batches) {
-    tl::matrix x(2, batch), y(1, batch);
-    for (std::size_t s = 0; s < batch; ++s) {  // the additive recurrence of bench/grid
-      const double a = 0.5 + double(s) * 0.7548776662466927, b = 0.5 + double(s) * 0.5698402909980532;
-      x(0, s) = float(-2.0 + 4.0 * (a - double(std::size_t(a))));
-      x(1, s) = float(-2.0 + 4.0 * (b - double(std::size_t(b))));
-      y(0, s) = float(std::sin(double(x(0, s))) * std::cos(double(x(1, s))));
-    }
+    tl::matrix x, y;
+    bench::grid_batch(batch, x, y);
     tl::rng gen(42);
-    const double flops = 6.0 * double(batch) * (2.0 * Width + double(Depth - 2) * Width * Width + Width);
+    const double flops = bench::chain_flops(Width, Depth, batch);
     for (const std::size_t wanted : o.threads) {
       const std::size_t threads = std::min(wanted, tl::detail::cpu_pool().size());
       if (threads != wanted) continue;

@@ -1,0 +1,64 @@
+// What the CPU benchmarks of wide dense chains share (dense_chain_step.cpp,
+// thread_scaling.cpp): the grid's models and data for any width (bench/grid/grid.hpp
+// builds them for one width a program), a step's FLOPs, lists from the command line,
+// medians.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "tapeless/tapeless.hpp"
+
+namespace bench {
+
+// "32,128,1e5" -> {32, 128, 100000}.
+inline std::vector<std::size_t> sizes(const char* list) {
+  std::vector<std::size_t> out;
+  for (const char* c = list; *c;) {
+    char* end;
+    out.push_back(std::size_t(std::strtod(c, &end)));  // "1e5" reads
+    c = *end == ',' ? end + 1 : end;
+    if (end == c && *c) break;
+  }
+  return out;
+}
+
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// 2 -> Width -> ... -> Width -> 1, Depth dense layers, tanh on the hidden ones.
+template <std::size_t Width, std::size_t Depth>
+auto make_mlp() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return tl::chain(tl::dense<2, Width>(tl::tanh), ((void)I, tl::dense<Width, Width>(tl::tanh))...,
+                     tl::dense<Width, 1>());
+  }(std::make_index_sequence<Depth - 2>{});
+}
+
+// FLOPs of a full-batch step: 6 B In Out per layer (forward, input delta, weight
+// gradient); activations and the optimizer count as zero.
+inline double chain_flops(std::size_t width, std::size_t depth, std::size_t batch) {
+  const double w = double(width);
+  return 6.0 * double(batch) * (2 * w + double(depth - 2) * w * w + w);
+}
+
+// The grid's batch (bench/grid/grid.hpp): an additive recurrence in [-2, 2)^2, y =
+// sin(x0) cos(x1).
+inline void grid_batch(std::size_t batch, tl::matrix& x, tl::matrix& y) {
+  x = tl::matrix(2, batch);
+  y = tl::matrix(1, batch);
+  for (std::size_t s = 0; s < batch; ++s) {
+    const double a = 0.5 + double(s) * 0.7548776662466927, b = 0.5 + double(s) * 0.5698402909980532;
+    x(0, s) = float(-2.0 + 4.0 * (a - std::floor(a)));
+    x(1, s) = float(-2.0 + 4.0 * (b - std::floor(b)));
+    y(0, s) = float(std::sin(double(x(0, s))) * std::cos(double(x(1, s))));
+  }
+}
+
+}  // namespace bench
