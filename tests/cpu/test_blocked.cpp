@@ -189,6 +189,9 @@ TEST(PassChoice, EnvironmentTyposAreErrors) {
               "TAPELESS_CPU_PASS must be lanes or blocked \\(or unset\\), got 'lane'");
   EXPECT_EXIT(step_with_environment("TAPELESS_CPU_THREADS", "two"), testing::ExitedWithCode(3),
               "TAPELESS_CPU_THREADS must be a positive whole number, got 'two'");
+  EXPECT_EXIT(step_with_environment("TAPELESS_CPU_THREADS", " 2"), testing::ExitedWithCode(3),
+              "TAPELESS_CPU_THREADS must be a positive whole number, got ' 2'");
+  EXPECT_EXIT(step_with_environment("TAPELESS_CPU_THREADS", "2"), testing::ExitedWithCode(0), "");
   EXPECT_EXIT(step_with_environment("TAPELESS_CPU_PASS", "blocked"), testing::ExitedWithCode(0), "");
 }
 

@@ -25,15 +25,16 @@ inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split
 inline constexpr double cpu_work_per_thread = double(1 << 16);
 
 // The most threads a step may use: the hardware's, or fewer when the environment
-// variable TAPELESS_CPU_THREADS caps it. A value that is not a positive whole number is
-// an error (std::invalid_argument) rather than a silent default.
+// variable TAPELESS_CPU_THREADS caps it. A value that is not a positive whole number
+// (digits alone) is an error (std::invalid_argument) rather than a silent default; an
+// empty one counts as unset.
 inline std::size_t cpu_thread_cap() {
   static const std::size_t cap = [] {
     const std::size_t hardware = std::max<std::size_t>(1, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("TAPELESS_CPU_THREADS"); env && *env) {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
-      if (n <= 0 || *end != '\0')
+      if (n <= 0 || *end != '\0' || *env < '0' || *env > '9')  // (strtol would skip blanks and take a sign)
         throw std::invalid_argument(std::string("tapeless: TAPELESS_CPU_THREADS must be a positive whole number, got '") +
                                     env + "'");
       return std::min<std::size_t>(hardware, static_cast<std::size_t>(n));

@@ -68,7 +68,7 @@ namespace detail {
 // x (and y, when given) must match the model and each other, and hold samples.
 template <model Model, class X, class Y = X>
 void check_batch(const char* where, const X& x, const Y* y = nullptr) {
-  require_size(where, "the input rows (features of X) the model reads", Model::inputs, x.features());
+  require_size(where, "the input rows (features of x) the model reads", Model::inputs, x.features());
   if (x.batch() == 0) throw shape_error(std::string("tapeless::") + where + ": the batch is empty (0 samples)");
   if (y) {
     require_size(where, "the target rows (features of y) the model writes", Model::outputs, y->features());
