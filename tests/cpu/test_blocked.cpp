@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
@@ -275,6 +276,38 @@ TEST(BlockedPass, ApplyMatchesLanePassWholeOrOneByOne) {
     expect_apply_matches_lanes<double>(wide, batch, 1e-12);
     expect_apply_matches_lanes<float>(width_33(), batch, 2e-5);
   }
+}
+
+// apply keeps the weights it packed and uses them again only for the same model type
+// and bit-identical parameters: a change in the very last parameter, another model of
+// the same type, a training step in between all give what a thread that never packed
+// anything gives.
+TEST(BlockedPass, ApplyReusesPackedWeightsOnlyForTheSameParameters) {
+  const auto model = tl::chain(tl::dense<3, 300>(tl::tanh), tl::dense<300, 40>(tl::gelu), tl::dense<40, 3>());
+  constexpr std::size_t P = decltype(model)::parameter_count;
+  tl::rng gen(12);
+  const auto p = tl::init(model, gen);
+  const auto x = random_matrix<float>(gen, 3, 5), y = random_matrix<float>(gen, 3, 5);
+  const auto values = [](const tl::matrix& m) { return std::vector<float>(m.values().begin(), m.values().end()); };
+  const auto apply = [&](const auto& params) { return values(tl::apply(model, params, x)); };
+  const auto fresh = [&](const auto& params) {  // on a new thread: nothing packed there before
+    std::vector<float> out;
+    std::thread([&] { out = apply(params); }).join();
+    return out;
+  };
+  const auto first = apply(p);
+  EXPECT_EQ(apply(p), first);
+  EXPECT_EQ(first, fresh(p));
+  auto changed = p;
+  changed.flat()[P - 1] += 0.5f;  // the last output's bias
+  const auto after_change = apply(changed);
+  EXPECT_EQ(after_change, fresh(changed));
+  EXPECT_NE(after_change[2], first[2]);  // sample 0's third output
+  EXPECT_EQ(apply(p), first);
+  tl::train_state state(model, p, tl::adam{0.01f});
+  tl::train_step(state, tl::mse, x, y);  // packs its own weights in this thread's workspace
+  EXPECT_EQ(apply(state.params), fresh(state.params));
+  EXPECT_EQ(apply(p), first);
 }
 
 TEST(BlockedPass, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "tapeless/cpu/blocked_chain.hpp"
@@ -41,6 +42,11 @@ struct cpu_workspace {
   std::vector<double> loss;           // per thread
   std::vector<double> check;          // per part of the join: 0 unless a sum is not finite
   simd::aligned_buffer<T> packed;     // the blocked pass's weights, rearranged once a step
+  // What `packed` was packed from, when apply packed it: the model type's layout (a
+  // tag, one address per type) and a copy of the parameters; null after a training
+  // step's packing, whose parameters change every step.
+  const void* packed_for = nullptr;
+  std::vector<T> packed_from;
 };
 template <class T>
 cpu_workspace<T>& workspace_for_this_thread() {
@@ -49,14 +55,28 @@ cpu_workspace<T>& workspace_for_this_thread() {
 }
 
 // The blocked pass's weights, rearranged for its products (once a step, or an apply),
-// into this thread's workspace; in parts on the pool for large models.
+// into this thread's workspace; in parts on the pool for large models. `reuse` (apply):
+// when the workspace holds this model type's weights packed from the same parameters
+// (compared bit for bit), they are used as they are. Packing reads the parameters and
+// writes them twice, in panels; the comparison only reads them, and stops at the first
+// difference: an apply of a few samples of a 2-256x3-1 model took 188 us, most of it
+// packing, again at every call (docs/performance.md, 2026-12-06 (day)).
 template <class Model, class T>
-const T* packed_weights(const T* params, cpu_workspace<T>& ws) {
+const T* packed_weights(const T* params, cpu_workspace<T>& ws, bool reuse = false) {
   using pass_type = blocked_chain<Model, T>;
+  constexpr std::size_t P = Model::parameter_count;
+  const void* layout = &pass_type::packed_size;  // (an inline variable: one address per type)
+  if (reuse && ws.packed_for == layout && std::memcmp(ws.packed_from.data(), params, P * sizeof(T)) == 0)
+    return ws.packed.data();
+  ws.packed_for = nullptr;
   if (ws.packed.size() < pass_type::packed_size) ws.packed = simd::aligned_buffer<T>(pass_type::packed_size);
   T* packed = ws.packed.data();
   const std::size_t parts = cpu_threads_for_values(pass_type::packed_size);
   for_each_part(parts, parts, [&](std::size_t part, std::size_t, std::size_t) { pass_type::pack(params, packed, part, parts); });
+  if (reuse) {
+    ws.packed_from.assign(params, params + P);
+    ws.packed_for = layout;
+  }
   return packed;
 }
 
@@ -191,7 +211,7 @@ basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, co
       using pass_type = detail::blocked_chain<Model, T>;
       const std::size_t threads =
           detail::cpu_step_threads(0, batch, pass_type::work_per_sample / 3 + 1, detail::blocked_work_per_thread);
-      const T* packed = detail::packed_weights<Model>(params.data(), detail::workspace_for_this_thread<T>());
+      const T* packed = detail::packed_weights<Model>(params.data(), detail::workspace_for_this_thread<T>(), true);
       detail::for_each_range(batch, threads, [&](std::size_t, std::size_t first, std::size_t last) {
         pass_type::outputs(model, packed, x.data(), first, last, pass_type::thread_buffer(), y.data());
       });
