@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
@@ -308,6 +309,53 @@ TEST(BlockedPass, ApplyReusesPackedWeightsOnlyForTheSameParameters) {
   tl::train_step(state, tl::mse, x, y);  // packs its own weights in this thread's workspace
   EXPECT_EQ(apply(state.params), fresh(state.params));
   EXPECT_EQ(apply(p), first);
+}
+
+// A user's loss that calls tl::apply inside a step (of another model type, and of the
+// step's own type with other parameters), on the calling thread and on the pool's: the
+// apply packs into a workspace of its own, and the step's gradient is the same bits as
+// with plain MSE (the step's packed weights, sums and buffers untouched).
+template <class Other>
+struct loss_that_applies {
+  const Other* other;
+  const tl::parameters<Other, float>* params;
+  const tl::matrix* x;
+  static constexpr double denominator(std::size_t outputs, std::size_t batch) {
+    return tl::mse_loss::denominator(outputs, batch);
+  }
+  template <std::size_t N, std::size_t K, class T>
+  void group(const T* yhat, const T* y, T* dout, T* loss) const {
+    (void)tl::apply(*other, *params, *x);
+    tl::mse_loss{}.template group<N, K>(yhat, y, dout, loss);
+  }
+};
+TEST(BlockedPass, ApplyInsideALossLeavesTheStepAlone) {
+  const auto model = tl::chain(tl::dense<2, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 1>());
+  const auto other = tl::chain(tl::dense<2, 64>(tl::tanh), tl::dense<64, 64>(tl::tanh), tl::dense<64, 1>(tl::tanh));
+  using Model = std::remove_const_t<decltype(model)>;
+  using Other = std::remove_const_t<decltype(other)>;
+  constexpr std::size_t P = Model::parameter_count;
+  tl::rng gen(13);
+  const auto p = tl::init(model, gen);
+  auto q = tl::init(model, gen);
+  auto r = tl::init(other, gen);
+  for (float& v : q.flat()) v *= 3.0f;
+  for (float& v : r.flat()) v *= 3.0f;
+  const auto x = random_matrix<float>(gen, 2, 2000), y = random_matrix<float>(gen, 1, 2000);
+  const auto few = random_matrix<float>(gen, 2, 3);
+  for (std::size_t threads : {1u, 2u}) {
+    std::vector<float> plain(P), same(P), another(P);
+    const auto step = [&](const auto& loss, std::vector<float>& g) {
+      return tl::detail::fused_loss_and_gradient<cpu_pass::blocked>(model, loss, p.data(), x.data(), y.data(),
+                                                                     x.batch(), g.data(), threads)
+          .loss;
+    };
+    const float l = step(tl::mse, plain);
+    EXPECT_EQ(step(loss_that_applies<Model>{&model, &q, &few}, same), l) << threads;
+    EXPECT_EQ(same, plain) << threads;
+    EXPECT_EQ(step(loss_that_applies<Other>{&other, &r, &few}, another), l) << threads;
+    EXPECT_EQ(another, plain) << threads;
+  }
 }
 
 TEST(BlockedPass, InfiniteInputGivesNonFiniteGradientAndChangesNothing) {

@@ -54,6 +54,48 @@ cpu_workspace<T>& workspace_for_this_thread() {
   return workspace;
 }
 
+// How many passes (steps, applies) are running on this thread: one started inside
+// another (a user's loss or layer that calls tl::apply or value_and_grad inside a
+// step, on the calling thread or on a worker; the pool runs such a call inline) must
+// not use the thread's workspace or the blocked pass's thread buffer, which the pass
+// around it is still reading: it would repack the weights and overwrite its sums.
+inline int& passes_running_here() {
+  thread_local int running = 0;
+  return running;
+}
+struct pass_running {  // marks this thread for a scope
+  pass_running() { ++passes_running_here(); }
+  ~pass_running() { --passes_running_here(); }
+  pass_running(const pass_running&) = delete;
+  pass_running& operator=(const pass_running&) = delete;
+};
+
+// The workspace and blocked-pass buffers for one pass: this thread's, or, for a pass
+// nested in another, its own for its duration.
+template <class T>
+class workspace_lease {
+ public:
+  workspace_lease() : nested_(passes_running_here() > 0) {}
+  workspace_lease(const workspace_lease&) = delete;
+  workspace_lease& operator=(const workspace_lease&) = delete;
+  cpu_workspace<T>& get() { return nested_ ? own_ : workspace_for_this_thread<T>(); }
+  // The blocked pass's per-thread buffer, from the thread that calls (a nested pass runs
+  // all its ranges inline on one thread, so one buffer of its own does).
+  template <class Pass>
+  T* chain_buffer() {
+    if (!nested_) return Pass::thread_buffer();
+    if (own_buffer_.size() < Pass::buffer_size) own_buffer_ = simd::aligned_buffer<T>(Pass::buffer_size);
+    return own_buffer_.data();
+  }
+
+ private:
+  const bool nested_;       // (read before running_ counts this pass)
+  pass_running running_;
+  cpu_workspace<T> own_;  // (empty, and left so, unless nested)
+  simd::aligned_buffer<T> own_buffer_;
+};
+
+
 // The blocked pass's weights, rearranged for its products (once a step, or an apply),
 // into this thread's workspace; in parts on the pool for large models. `reuse` (apply):
 // when the workspace holds this model type's weights packed from the same parameters
@@ -144,7 +186,8 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
                                     std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
   (void)lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported for every model
-  cpu_workspace<T>& ws = workspace_for_this_thread<T>();
+  workspace_lease<T> lease;
+  cpu_workspace<T>& ws = lease.get();
   bool blocked = false;
   if constexpr (blocked_pass_compiled<Model, Pass>()) {
     blocked = runs_blocked_pass<Model, Pass>();
@@ -155,9 +198,11 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
       ws.wide_gradient.resize(threads * P);
       ws.loss.assign(threads, 0.0);
       for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+        const pass_running running;
         double* sums = ws.wide_gradient.data() + t * P;
         std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
-        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last, pass_type::thread_buffer(), sums);
+        ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last,
+                                           lease.template chain_buffer<pass_type>(), sums);
       });
     }
   }
@@ -167,6 +212,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
     ws.wide_gradient.assign(threads * P, 0.0);
     ws.loss.assign(threads, 0.0);
     for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
+      const pass_running running;
       ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
                                       ws.wide_gradient.data() + t * P);
     });
@@ -211,9 +257,11 @@ basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, co
       using pass_type = detail::blocked_chain<Model, T>;
       const std::size_t threads =
           detail::cpu_step_threads(0, batch, pass_type::work_per_sample / 3 + 1, detail::blocked_work_per_thread);
-      const T* packed = detail::packed_weights<Model>(params.data(), detail::workspace_for_this_thread<T>(), true);
+      detail::workspace_lease<T> lease;
+      const T* packed = detail::packed_weights<Model>(params.data(), lease.get(), true);
       detail::for_each_range(batch, threads, [&](std::size_t, std::size_t first, std::size_t last) {
-        pass_type::outputs(model, packed, x.data(), first, last, pass_type::thread_buffer(), y.data());
+        const detail::pass_running running;
+        pass_type::outputs(model, packed, x.data(), first, last, lease.template chain_buffer<pass_type>(), y.data());
       });
       return y;
     }
