@@ -95,7 +95,6 @@ class workspace_lease {
   simd::aligned_buffer<T> own_buffer_;
 };
 
-
 // The blocked pass's weights, rearranged for its products (once a step, or an apply),
 // into this thread's workspace; in parts on the pool for large models. `reuse` (apply):
 // when the workspace holds this model type's weights packed from the same parameters

@@ -41,18 +41,16 @@ struct blocked_layer_norm {
     for (std::size_t i = 0; i < stride; i += L) sum += simd::load(a + i) * simd::load(b + i);
     return simd::sum_lanes<T>(sum);
   }
-  // The weight and bias as rows (p holds 2N values: nothing past them is read).
-  static void weight_rows(const T* p, T* w, T* b) {
-    for (std::size_t i = 0; i < stride; ++i) w[i] = b[i] = T(0);
-    for (std::size_t i = 0; i < N; ++i) {
-      w[i] = p[i];
-      b[i] = p[N + i];
-    }
+  // N parameters (the weight or the bias) as a row, zeros past N: nothing past the
+  // layer's 2N parameters is read.
+  static void parameter_row(const T* from, T* row) {
+    for (std::size_t i = 0; i < stride; ++i) row[i] = i < N ? from[i] : T(0);
   }
 
   static void forward(const layer_type& layer, const T* p, const T* in, T* out, T* saved, std::size_t used) {
     alignas(64) T w[stride], b[stride], centred[stride];
-    weight_rows(p, w, b);
+    parameter_row(p, w);
+    parameter_row(p + N, b);
     for (std::size_t s = 0; s < used; ++s) {
       const T* x = in + s * stride;
       T* y = out + s * stride;
@@ -71,8 +69,8 @@ struct blocked_layer_norm {
   template <bool InputDelta, bool IntoSlopes>
   static void backward(const layer_type&, const T* p, const T* in, const T*, const T* delta, T* saved, T* below,
                        std::size_t used, T* sums, double* grad) {
-    alignas(64) T w[stride], b[stride], xhat[stride], g[stride], din[stride];
-    weight_rows(p, w, b);
+    alignas(64) T w[stride], xhat[stride], g[stride], din[stride];  // (the bias has no part here)
+    parameter_row(p, w);
     T* weight_sums = sums;
     T* bias_sums = sums + stride;
     for (std::size_t j = 0; j < 2 * stride; ++j) sums[j] = T(0);
