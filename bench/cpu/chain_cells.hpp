@@ -1,13 +1,14 @@
 // What the CPU benchmarks of wide dense chains share (dense_chain_step.cpp,
 // thread_scaling.cpp): the grid's models and data for any width (bench/grid/grid.hpp
-// builds them for one width a program), a step's FLOPs, lists from the command line,
-// medians.
+// builds them for one width a program), a step's FLOPs, the command line, medians.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,21 @@ inline std::vector<std::size_t> sizes(const char* list) {
     if (end == c && *c) break;
   }
   return out;
+}
+
+inline bool wanted(const std::vector<std::size_t>& list, std::size_t v) {
+  return std::find(list.begin(), list.end(), v) != list.end();
+}
+
+// "--name value" pairs: take(name, value) returns false for a name it does not know,
+// which ends the program with a pointer to the `source` file's header comment.
+template <class Take>
+void read_options(int argc, char** argv, const char* source, const Take& take) {
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (!take(std::string(argv[i]), argv[i + 1])) {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of %s)\n", argv[i], source);
+      std::exit(2);
+    }
 }
 
 inline double median_of(std::vector<double> v) {

@@ -35,7 +35,7 @@ struct options {
 
 template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
-  if (std::find(o.depths.begin(), o.depths.end(), Depth) == o.depths.end()) return;
+  if (!bench::wanted(o.depths, Depth)) return;
   const auto model = bench::make_mlp<Width, Depth>();
   double seconds_per_flop = 0;  // of the last measured cell: estimates the next
   for (const std::size_t batch : o.batches) {
@@ -80,7 +80,7 @@ void run_cells(const options& o) {
 
 template <std::size_t Width>
 void run_width(const options& o) {
-  if (std::find(o.widths.begin(), o.widths.end(), Width) == o.widths.end()) return;
+  if (!bench::wanted(o.widths, Width)) return;
   run_cells<Width, 2>(o);
   run_cells<Width, 4>(o);
   run_cells<Width, 8>(o);
@@ -90,20 +90,16 @@ void run_width(const options& o) {
 
 int main(int argc, char** argv) {
   options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--widths") o.widths = sizes(argv[i + 1]);
-    else if (a == "--depths") o.depths = sizes(argv[i + 1]);
-    else if (a == "--batches") o.batches = sizes(argv[i + 1]);
-    else if (a == "--peak") o.peak = std::atof(argv[i + 1]);
-    else if (a == "--max-step-s") o.max_step_s = std::atof(argv[i + 1]);
-    else if (a == "--reps") o.reps = std::max(1, std::atoi(argv[i + 1]));
-    else {
-      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/cpu/dense_chain_step.cpp)\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  bench::read_options(argc, argv, "bench/cpu/dense_chain_step.cpp", [&](const std::string& a, const char* v) {
+    if (a == "--widths") o.widths = sizes(v);
+    else if (a == "--depths") o.depths = sizes(v);
+    else if (a == "--batches") o.batches = sizes(v);
+    else if (a == "--peak") o.peak = std::atof(v);
+    else if (a == "--max-step-s") o.max_step_s = std::atof(v);
+    else if (a == "--reps") o.reps = std::max(1, std::atoi(v));
+    else return false;
+    return true;
+  });
   std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
   run_width<32>(o);
   run_width<64>(o);

@@ -63,7 +63,7 @@ double seconds_since(clock_type::time_point start) {
 
 template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
-  if (std::find(o.depths.begin(), o.depths.end(), Depth) == o.depths.end()) return;
+  if (!bench::wanted(o.depths, Depth)) return;
   const auto model = bench::make_mlp<Width, Depth>();
   using Model = std::remove_const_t<decltype(model)>;
   using pass_type = tl::detail::blocked_chain<Model, float>;
@@ -145,7 +145,7 @@ void run_cells(const options& o) {
 
 template <std::size_t Width>
 void run_width(const options& o) {
-  if (std::find(o.widths.begin(), o.widths.end(), Width) == o.widths.end()) return;
+  if (!bench::wanted(o.widths, Width)) return;
   run_cells<Width, 4>(o);
   run_cells<Width, 8>(o);
 }
@@ -154,20 +154,16 @@ void run_width(const options& o) {
 
 int main(int argc, char** argv) {
   options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--widths") o.widths = sizes(argv[i + 1]);
-    else if (a == "--depths") o.depths = sizes(argv[i + 1]);
-    else if (a == "--batches") o.batches = sizes(argv[i + 1]);
-    else if (a == "--threads") o.threads = sizes(argv[i + 1]);
-    else if (a == "--reps") o.reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--pin") o.pin = std::atoi(argv[i + 1]) != 0;
-    else {
-      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/cpu/thread_scaling.cpp)\n",
-                   a.c_str());
-      return 2;
-    }
-  }
+  bench::read_options(argc, argv, "bench/cpu/thread_scaling.cpp", [&](const std::string& a, const char* v) {
+    if (a == "--widths") o.widths = sizes(v);
+    else if (a == "--depths") o.depths = sizes(v);
+    else if (a == "--batches") o.batches = sizes(v);
+    else if (a == "--threads") o.threads = sizes(v);
+    else if (a == "--reps") o.reps = std::max(1, std::atoi(v));
+    else if (a == "--pin") o.pin = std::atoi(v) != 0;
+    else return false;
+    return true;
+  });
   if (o.pin) pin_pool_threads();
   std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
               "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
