@@ -54,6 +54,15 @@ inline auto odd() {
                    tl::dense<128, 96>(tl::tanh), halve_layer<96>{}, tl::dense<48, 1>());
 }
 
+// A skip around the model's first layer (its open stage copies x), then a skip after a
+// dense layer and one right after that skip's close: their open stages pass the rows
+// below on (no copy), and their identity deltas are added as the dense layer below's
+// deltas are made, or straight into the close stage's.
+inline auto skips_in_a_row() {
+  return tl::chain(tl::skip(tl::dense<3, 3>(tl::tanh)), tl::dense<3, 128>(tl::tanh), tl::skip(tl::dense<128, 128>(tl::tanh)),
+                   tl::skip(tl::dense<128, 128>(tl::gelu), tl::dense<128, 128>()), tl::dense<128, 2>());
+}
+
 // The widest layer_norm a warp takes (1024: 32 values a lane) and one wider, which takes
 // the generic sample stage (cuda/layer_norm_stage.hpp).
 template <std::size_t N>
@@ -78,7 +87,7 @@ static_assert(takes_layered<decltype(residual())> && takes_layered<decltype(norm
               takes_layered<decltype(ends_other())> && takes_layered<decltype(nested())> &&
               takes_layered<decltype(odd())> && takes_layered<decltype(wide_norm<1024>())> &&
               takes_layered<decltype(wide_norm<1056>())> && takes_layered<decltype(norm_last())> &&
-              takes_layered<decltype(two_norms())>);
+              takes_layered<decltype(two_norms())> && takes_layered<decltype(skips_in_a_row())>);
 // Small models with other layers keep the general kernel, and do not compile the layered path.
 static_assert(!tl::detail::layered_available<decltype(tl::chain(tl::dense<2, 32>(tl::tanh), tl::layer_norm<32>(),
                                                                 tl::dense<32, 1>()))>);
@@ -90,6 +99,7 @@ void all_match_cpu(std::size_t batch, std::size_t chunk_bytes, tl::gpu_regime re
   expect_layered_equals_cpu<T>(ends_other(), tl::mse, batch, 3, chunk_bytes, regime);
   expect_layered_equals_cpu<T>(nested(), tl::mse, batch, 4, chunk_bytes, regime);
   expect_layered_equals_cpu<T>(odd(), tl::mse, batch, 14, chunk_bytes, regime);
+  expect_layered_equals_cpu<T>(skips_in_a_row(), tl::mse, batch, 23, chunk_bytes, regime);
 }
 
 TEST(LayeredStages, MatchCpuFloat) {
@@ -177,6 +187,7 @@ TEST(LayeredStages, ApplyMatchesCpu) {
   apply_matches_cpu(ends_other());
   apply_matches_cpu(nested());
   apply_matches_cpu(norm_last());
+  apply_matches_cpu(skips_in_a_row());
 }
 
 // (apply's chunks: 20 KB of activations, so 4096 samples a chunk, and the last partial.)

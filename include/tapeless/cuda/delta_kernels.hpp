@@ -40,12 +40,14 @@ __device__ inline T write_delta(T sum, std::size_t i, const T* outputs, T* slope
 // One block: 32 units (threadIdx.x; a warp reads 32 neighbouring values of a sample)
 // by 8 rows of samples (threadIdx.y) over one slice of the chunk (blockIdx.y). Out > 0:
 // the sum over the next layer's Out deltas is made here from W (Out x In, row-major);
-// Out = 0: it is `sums` (rows x In). Each block's column sums go to its slice's row of
+// Out = 0: it is `sums` (rows x In), plus `identity` (rows x In) when given: the deltas
+// a skip's identity path brings to its open stage, added here rather than by a pass of
+// their own (cuda/layered_stages.hpp). Each block's column sums go to its slice's row of
 // `partials` (In values; none for no_slopes). Below and `outputs`: as write_delta's.
 template <std::size_t In, std::size_t Out, class Below, class T>
 __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
-    input_delta_kernel(const T* w, const T* delta, const T* sums, const T* outputs, T* previous_slope,
-                       std::size_t rows, __nv_bfloat16* low, T* partials) {
+    input_delta_kernel(const T* w, const T* delta, const T* sums, const T* identity, const T* outputs,
+                       T* previous_slope, std::size_t rows, __nv_bfloat16* low, T* partials) {
   const std::size_t k = blockIdx.x * std::size_t(delta_block_columns) + threadIdx.x;
   const auto [first, last] = block_slice(rows);
   T column = T(0);
@@ -63,6 +65,7 @@ __global__ void __launch_bounds__(delta_block_columns* delta_block_rows)
         for (std::size_t o = 0; o < Out; ++o) sum += wk[o] * delta[s * Out + o];
       } else {
         sum = sums[s * In + k];
+        if (identity) sum += identity[s * In + k];
       }
       column += write_delta<Below>(sum, s * In + k, outputs, previous_slope, low);
     }

@@ -274,7 +274,8 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     if constexpr (thin_delta) {
       input_delta_kernel<In, Out, no_slopes><<<dim3(unsigned(delta_column_blocks(In)), unsigned(delta_slices(rows, In))),
                                                dim3(delta_block_columns, delta_block_rows), 0, stream>>>(
-          w, delta, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), previous_slope, rows,
+          w, delta, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), static_cast<const T*>(nullptr),
+          previous_slope, rows,
           static_cast<__nv_bfloat16*>(nullptr), static_cast<T*>(nullptr));
       TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered backward, to a stage)");
     }
@@ -285,7 +286,8 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     const dim3 block(delta_block_columns, delta_block_rows);
     using below = decltype(Model::template layer_type<L - 1>::activation);
     input_delta_kernel<In, thin_delta ? Out : 0, std::conditional_t<slopes_from_outputs<Model, L - 1>, below, void>>
-        <<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums), in, previous_slope, rows, low, partials);
+        <<<grid, block, 0, stream>>>(w, delta, static_cast<const T*>(sums), static_cast<const T*>(nullptr), in,
+                                     previous_slope, rows, low, partials);
     TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered backward)");
   }
 }

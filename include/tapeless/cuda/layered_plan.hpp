@@ -53,9 +53,13 @@ inline constexpr std::size_t default_chunk_bytes = std::size_t(512) << 20;
 // 256-byte aligned, as vectorized product kernels want.
 template <class Model>
 inline constexpr std::size_t unit_count = Model::template output_offset<Model::depth>;
+// A skip's open stage after the first stage passes its input on unchanged: its outputs
+// are the stage below's rows themselves, not a copy (a chunk's pass over them less, and
+// one more write and read; its own rows stay in the layout, unused).
 template <class Model, std::size_t L, class T>
 T* layer_outputs(T* units, std::size_t stride) {
-  return units + Model::template output_offset<L> * stride;
+  if constexpr (L > 0 && kind_at<Model, L>() == stage_kind::skip_open) return layer_outputs<Model, L - 1>(units, stride);
+  else return units + Model::template output_offset<L> * stride;
 }
 template <class Model, std::size_t L, class T>
 T* layer_slopes(T* units, std::size_t stride) {

@@ -8,8 +8,9 @@
 //                adds up (cuBLASLt, fp32 sums at every precision), as it does the last
 //                dense layer's bias gradient; a layer_norm up to 1024 wide instead
 //                takes a warp a sample (cuda/layer_norm_stage.hpp)
-//   skip_open    copies x on; backward: its delta plus its close stage's (the identity
-//                path), handed to the stage below
+//   skip_open    passes x on (its outputs are the stage below's rows, layered_plan.hpp;
+//                a copy for a skip around the model's first stage); backward: its delta
+//                plus its close stage's (the identity path), handed to the stage below
 //   skip_close   f(x) + x
 // Handing d loss / d (the output of the stage below) back: a dense layer's deltas are
 // its slopes times that (input_delta_kernel with its sums as the product, which also
@@ -75,9 +76,11 @@ T* handed_back_to(T* units, layered_workspace<Model, T>& ws) {
   if constexpr (dense_at<Model, L - 1>()) return thrust::raw_pointer_cast(ws.products.data());
   else return layer_slopes<Model, L - 1>(units, ws.plan.stride);
 }
-// Then, for a dense stage L - 1: its deltas from its slopes and `d`, and its bias sums.
+// Then, for a dense stage L - 1: its deltas from its slopes and `d` (plus `identity`, a
+// skip's identity path, when given), and its bias sums.
 template <class Model, std::size_t L, class T>
-void finish_hand_back(const T* d, T* units, std::size_t rows, layered_workspace<Model, T>& ws, cudaStream_t stream) {
+void finish_hand_back(const T* d, T* units, std::size_t rows, layered_workspace<Model, T>& ws, cudaStream_t stream,
+                      const T* identity = nullptr) {
   constexpr std::size_t B = L - 1;
   if constexpr (dense_at<Model, B>()) {
     using below = typename Model::template layer_type<B>;
@@ -87,12 +90,15 @@ void finish_hand_back(const T* d, T* units, std::size_t rows, layered_workspace<
     const dim3 block(delta_block_columns, delta_block_rows);
     using activation = std::conditional_t<slopes_from_outputs<Model, B>, decltype(below::activation), void>;
     input_delta_kernel<below::outputs, 0, activation><<<grid, block, 0, stream>>>(
-        static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), d,
+        static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), d, identity,
         static_cast<const T*>(layer_outputs<Model, B>(units, stride)), layer_slopes<Model, B>(units, stride), rows,
         static_cast<__nv_bfloat16*>(nullptr), partials);
     TL_CUDA_CHECK_LAUNCH("input_delta_kernel (layered stage)");
   } else {
-    copy(d, layer_slopes<Model, B>(units, ws.plan.stride), rows * Model::template layer_type<B>::outputs, stream);
+    T* below_delta = layer_slopes<Model, B>(units, ws.plan.stride);
+    const std::size_t count = rows * Model::template layer_type<B>::outputs;
+    if (identity) add(d, identity, below_delta, count, stream);
+    else copy(d, below_delta, count, stream);
   }
 }
 
@@ -127,7 +133,6 @@ template <std::size_t L, class Model, class T>
 void backward_stage(const Model& model, const T* params, const T* x, std::size_t rows, T* units, T* gradient,
                     bool accumulate, layered_workspace<Model, T>& ws, cudaStream_t stream) {
   constexpr stage_kind kind = kind_at<Model, L>();
-  constexpr std::size_t Out = Model::template layer_type<L>::outputs;
   const std::size_t stride = ws.plan.stride;
   T* delta = layer_slopes<Model, L>(units, stride);
   if constexpr (kind == stage_kind::sample) {
@@ -157,14 +162,12 @@ void backward_stage(const Model& model, const T* params, const T* x, std::size_t
                        matmul_precision::fp32, stream);
     if constexpr (L > 0) finish_hand_back<Model, L>(din, units, rows, ws, stream);
   } else if constexpr (L > 0) {
-    T* d = delta;
-    if constexpr (kind == stage_kind::skip_open) {  // the inner layers' delta and the identity path's
-      d = handed_back_to<Model, L>(units, ws);
-      add(static_cast<const T*>(delta),
-          static_cast<const T*>(layer_slopes<Model, close_of<typename Model::stages_type>(L)>(units, stride)), d,
-          rows * Out, stream);
-    }
-    finish_hand_back<Model, L>(d, units, rows, ws, stream);
+    // An open stage hands back the inner layers' delta plus the identity path's (its close
+    // stage's delta), added by the kernel that hands them on.
+    const T* identity = nullptr;
+    if constexpr (kind == stage_kind::skip_open)
+      identity = layer_slopes<Model, close_of<typename Model::stages_type>(L)>(units, stride);
+    finish_hand_back<Model, L>(static_cast<const T*>(delta), units, rows, ws, stream, identity);
   }
 }
 
