@@ -130,21 +130,24 @@ TEST(BlockedPass, FiftyStepFitFollowsLanePass) {
 }
 
 // The same thread count gives the same bits every time; any count agrees with one
-// thread to float rounding.
+// thread to float rounding: ranges of whole chunks (20001 samples) and of 16-sample
+// groups (300 samples: fewer chunks than threads, each thread a short chunk).
 TEST(BlockedPass, ThreadsDeterministicAndCloseToOneThread) {
   const auto model = width_33();
-  tl::rng gen(8);
-  const auto p = tl::init(model, gen);
-  const auto x = random_matrix<float>(gen, 2, 20001);
-  const auto y = random_matrix<float>(gen, 5, 20001);
-  const auto one = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, 1);
-  for (std::size_t threads : {2u, 3u, 7u}) {
-    const auto a = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
-    const auto b = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
-    EXPECT_EQ(a.loss, b.loss) << threads;
-    EXPECT_EQ(a.gradient, b.gradient) << threads;
-    EXPECT_NEAR(a.loss, one.loss, 1e-6 * one.loss) << threads;
-    EXPECT_LT(tl_test::relative_difference(a.gradient, one.gradient), 1e-6) << threads;
+  for (std::size_t batch : {20001u, 300u}) {
+    tl::rng gen(8);
+    const auto p = tl::init(model, gen);
+    const auto x = random_matrix<float>(gen, 2, batch);
+    const auto y = random_matrix<float>(gen, 5, batch);
+    const auto one = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, 1);
+    for (std::size_t threads : {2u, 3u, 7u}) {
+      const auto a = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
+      const auto b = run_pass<cpu_pass::blocked>(model, tl::mse, p, x, y, threads);
+      EXPECT_EQ(a.loss, b.loss) << threads << " threads, batch " << batch;
+      EXPECT_EQ(a.gradient, b.gradient) << threads << " threads, batch " << batch;
+      EXPECT_NEAR(a.loss, one.loss, 1e-6 * one.loss) << threads << " threads, batch " << batch;
+      EXPECT_LT(tl_test::relative_difference(a.gradient, one.gradient), 1e-6) << threads << " threads, batch " << batch;
+    }
   }
 }
 

@@ -219,6 +219,30 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
     EXPECT_NEAR(threaded.gradient.flat()[k], wide[k] / double(batch), 1e-7 + 1e-6 * std::abs(wide[k] / double(batch))) << k;
 }
 
+// The split (cpu/parallel.hpp): ranges that tile [0, batch) in order, of whole chunks
+// while there is one a thread, else of 16-sample groups, so that a small batch still
+// reaches every thread (up to one a group).
+TEST(Threads, RangesTileTheBatchAndReachEveryThread) {
+  using tl::detail::cpu_chunk, tl::detail::cpu_split_group;
+  for (std::size_t batch : {1u, 15u, 16u, 300u, 1000u, 4095u, 4096u, 20001u}) {
+    for (std::size_t threads : {1u, 2u, 3u, 7u, 16u}) {
+      const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_group;
+      std::size_t next = 0, with_samples = 0;
+      for (std::size_t t = 0; t < threads; ++t) {
+        const auto r = tl::detail::split_range(batch, threads, t);
+        EXPECT_EQ(r.first, next) << batch << " samples, " << threads << " threads, range " << t;
+        EXPECT_LE(r.first, r.last);
+        if (r.last != batch) EXPECT_EQ(r.last % unit, 0u) << batch << " samples, " << threads << " threads";
+        with_samples += r.last > r.first;
+        next = r.last;
+      }
+      EXPECT_EQ(next, batch);
+      EXPECT_EQ(with_samples, std::min(threads, (batch + cpu_split_group - 1) / cpu_split_group))
+          << batch << " samples, " << threads << " threads";
+    }
+  }
+}
+
 // The batch split over threads: the same thread count gives the same bits every
 // time, and any count agrees with one thread to float rounding.
 TEST(Threads, DeterministicPerCountAndCloseToOneThread) {

@@ -175,8 +175,8 @@ struct loss_sum {
   bool gradient_finite;    // every gradient entry is finite
 };
 
-// Mean loss over the batch; its gradient into grad[0, P). Ranges of whole chunks, one
-// per thread, joined in a fixed order. Whether the gradient is finite comes from the
+// Mean loss over the batch; its gradient into grad[0, P). A range of samples per thread
+// (cpu/parallel.hpp, split_range), joined in a fixed order. Whether the gradient is finite comes from the
 // same pass: the double sum of its entries is NaN or infinite exactly when one is.
 // threads = 0: by work. Pass: cpu_pass::automatic chooses (cpu/pass_choice.hpp);
 // lanes or blocked (tests, benchmarks) take that pass, where the model allows it.

@@ -1,8 +1,8 @@
 // How a CPU pass splits a batch over threads: how many (by work, so that a small
-// step is not slowed by waking threads), and which contiguous range of whole chunks
-// each takes. The ranges depend on the thread count only and callers join their
-// per-thread results in index order, so a result depends on the thread count, never
-// on timing. TAPELESS_CPU_THREADS caps the count.
+// step is not slowed by waking threads), and which contiguous range of samples each
+// takes (split_range). The ranges depend on the batch and the thread count only and
+// callers join their per-thread results in index order, so a result depends on the
+// thread count, never on timing. TAPELESS_CPU_THREADS caps the count.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +17,11 @@
 namespace tl::detail {
 
 inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split over threads
+// samples: the unit of the split when the batch has fewer chunks than threads (the
+// lane pass's groups), so that every thread the work pays for gets samples. (With
+// whole chunks only, 1000 samples kept 12 of a 16-core host's threads idle: a
+// 2-256x3-1 step took 0.57x JAX's speed there, docs/performance.md 2026-12-06.)
+inline constexpr std::size_t cpu_split_group = 16;
 
 // Work below which one more thread costs more than it saves, in parameter-samples
 // of the lane pass (a step's multiply-adds are about 3 per parameter and sample);
@@ -44,13 +49,26 @@ inline std::size_t cpu_thread_cap() {
   return cap;
 }
 
-// Threads for a step: one per work_per_thread of work, whole chunks each.
+// Threads for a step: one per work_per_thread of work, a group of samples at least each.
 inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
                                    double work_per_thread = cpu_work_per_thread) {
   const double work = double(batch) * double(parameter_count);
   const std::size_t by_work = static_cast<std::size_t>(work / work_per_thread);
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, chunks}));
+  const std::size_t groups = (batch + cpu_split_group - 1) / cpu_split_group;
+  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, groups}));
+}
+
+// Thread t's samples [first, last) of `threads`: contiguous ranges of whole chunks
+// (so each thread's chunks are the batch's chunks) while there are at least as many
+// chunks as threads, else of whole cpu_split_group groups; the last range ends at the
+// batch's end.
+struct sample_range {
+  std::size_t first, last;
+};
+inline sample_range split_range(std::size_t batch, std::size_t threads, std::size_t t) {
+  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_group;
+  const std::size_t units = (batch + unit - 1) / unit;
+  return {std::min(batch, units * t / threads * unit), std::min(batch, units * (t + 1) / threads * unit)};
 }
 
 inline thread_pool& cpu_pool() {
@@ -58,14 +76,14 @@ inline thread_pool& cpu_pool() {
   return pool;
 }
 
-// Runs pass(t, first, last) for t < threads over contiguous ranges of whole chunks of
-// [0, batch), on the pool when threads > 1. The ranges depend on the thread count only,
-// and callers join per-thread results in index order: deterministic.
+// Runs pass(t, first, last) for t < threads over split_range's ranges of [0, batch),
+// on the pool when threads > 1. The ranges depend on the batch and the thread count
+// only, and callers join per-thread results in index order: deterministic.
 template <class Pass>
 void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
   const auto run = [&](std::size_t t) {
-    pass(t, std::min(batch, chunks * t / threads * cpu_chunk), std::min(batch, chunks * (t + 1) / threads * cpu_chunk));
+    const sample_range r = split_range(batch, threads, t);
+    pass(t, r.first, r.last);
   };
   if (threads == 1) run(0);  // small steps: no pool, no indirect call
   else cpu_pool().run(threads, run);
