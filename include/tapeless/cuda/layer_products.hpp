@@ -84,8 +84,9 @@ __global__ void thin_forward_kernel(Activation activation, const T* w, const T* 
 // and the second layer's deltas alone (fuses_first_layer): per sample, each unit's
 // pre-activation z0 = W0 x + b0 is recomputed (In0 multiply-adds: cheaper than
 // writing and reading back the slopes), then delta0 = act'(z0) * (W1^T delta1) (Out1
-// terms, a thin second layer) or act'(z0) * sums (the input-delta GEMM's products,
-// Out1 = 0), and dW0 += delta0 x^T, db0 += delta0; with a thin second layer also its
+// terms, a thin second layer) or act'(z0) * sums (the input-delta GEMM's products, or
+// a skip's open stage's delta plus its identity path's, `identity`; Out1 = 0), and
+// dW0 += delta0 x^T, db0 += delta0; with a thin second layer also its
 // weight gradient dW1 += delta1 act(z0)^T, in place of a GEMM that reads the first
 // layer's outputs. Each thread is one unit o of the first layer (threadIdx.x) and
 // every `blockDim.y`-th sample of its block's slice (blockIdx.y), its sums in
@@ -95,7 +96,7 @@ __global__ void thin_forward_kernel(Activation activation, const T* w, const T* 
 template <class Activation, std::size_t In0, std::size_t Out0, std::size_t Out1, class T>
 __global__ void __launch_bounds__(first_layer_block_threads)
     first_layer_gradient_kernel(Activation activation, const T* w0, const T* b0, const T* x, const T* w1,
-                                const T* delta1, const T* sums, std::size_t rows, T* partials) {
+                                const T* delta1, const T* sums, const T* identity, std::size_t rows, T* partials) {
   constexpr unsigned columns = first_layer_block_columns(Out0), block_rows = first_layer_block_threads / columns;
   constexpr std::size_t width = In0 + 1 + Out1;  // dW0[o][k], db0[o], dW1[j][o]
   const std::size_t o = blockIdx.x * std::size_t(columns) + threadIdx.x;
@@ -127,6 +128,7 @@ __global__ void __launch_bounds__(first_layer_block_threads)
         }
       } else {
         sum = sums[s * Out0 + o];
+        if (identity) sum += identity[s * Out0 + o];
       }
       const T d = slope * sum;
 #pragma unroll
@@ -201,6 +203,29 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
 }
 
+// A fused first layer's gradient (and the second layer's weights' when
+// fuses_second_layer_weights: from w1 and delta1) as partial rows, one a slice of
+// samples, which add_slice_sums adds; `sums`: d loss / d the first layer's outputs
+// otherwise, plus `identity` when given (the second stage is a skip's open stage).
+template <class Model, class T>
+void first_layer_gradient(const Model& model, const T* params, const T* x, const T* w1, const T* delta1,
+                          const T* sums, const T* identity, std::size_t rows, layered_workspace<Model, T>& ws,
+                          cudaStream_t stream) {
+  using first = typename Model::template layer_type<0>;
+  static_assert(first_layer_gradient_contiguous<Model>,
+                "the fused first layer's partial rows are laid out as nn/dense.hpp lays out the gradient");
+  constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = first_layer_fused_outputs<Model>;
+  T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + first_layer_partial_offset<Model>;
+  const T* params0 = params + Model::template parameter_offset<0>;
+  const dim3 grid(unsigned(first_layer_column_blocks(Out0)), unsigned(first_layer_slices<Model>(rows)));
+  const dim3 block(first_layer_block_columns(Out0), first_layer_block_threads / first_layer_block_columns(Out0));
+  const auto activation0 = model.template sublayer<0>().activation;
+  first_layer_gradient_kernel<decltype(activation0), In0, Out0, Out1><<<grid, block, 0, stream>>>(
+      activation0, params0 + first::weight_offset, params0 + first::bias_offset, x, w1, delta1, sums, identity, rows,
+      partials);
+  TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
+}
+
 // Layer L backward for `rows` samples from its deltas: its gradient into the step's
 // `gradient` row (`accumulate`d over chunks), and the deltas of layer L - 1 in place of
 // that layer's slopes `previous_slope`; for L = 1 after a thin first layer
@@ -255,21 +280,8 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     ws.blas.multiply(blas_shape{false, false, Out, 1, rows, Out, rows, Out}, delta, ones, grad + layer::bias_offset,
                      beta, matmul_precision::fp32, side, side_lane);
   if constexpr (fused_first) {
-    // The first layer's gradient (and this layer's weights' when fused_weights) as
-    // partial rows, one a slice of samples, which add_slice_sums adds.
-    using first = typename Model::template layer_type<0>;
-    static_assert(first_layer_gradient_contiguous<Model>,
-                  "the fused first layer's partial rows are laid out as nn/dense.hpp lays out the gradient");
-    constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = first_layer_fused_outputs<Model>;
-    T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + first_layer_partial_offset<Model>;
-    const T* params0 = params + Model::template parameter_offset<0>;
-    const dim3 grid(unsigned(first_layer_column_blocks(Out0)), unsigned(first_layer_slices<Model>(rows)));
-    const dim3 block(first_layer_block_columns(Out0), first_layer_block_threads / first_layer_block_columns(Out0));
-    const auto activation0 = model.template sublayer<0>().activation;
-    first_layer_gradient_kernel<decltype(activation0), In0, Out0, Out1><<<grid, block, 0, stream>>>(
-        activation0, params0 + first::weight_offset, params0 + first::bias_offset, x, w, delta,
-        static_cast<const T*>(sums), rows, partials);
-    TL_CUDA_CHECK_LAUNCH("first_layer_gradient_kernel (layered backward)");
+    first_layer_gradient(model, params, x, w, delta, static_cast<const T*>(sums), static_cast<const T*>(nullptr), rows,
+                         ws, stream);
   } else if constexpr (L > 0 && !dense_below) {
     if constexpr (thin_delta) {
       input_delta_kernel<In, Out, no_slopes><<<dim3(unsigned(delta_column_blocks(In)), unsigned(delta_slices(rows, In))),

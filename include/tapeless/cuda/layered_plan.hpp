@@ -92,17 +92,17 @@ inline constexpr std::size_t widest_hidden_input = []<std::size_t... L>(std::ind
 // every precision (they are memory-bound: the GEMM's output pass is what this saves).
 inline constexpr std::size_t thin_product_terms = 4;
 // Whether the backward pass computes such a first layer's gradient in one kernel
-// (cuda/layer_products.hpp), in chains of two or more layers: it recomputes the first
-// layer's activations and slopes from the chunk's inputs (at most 4 multiply-adds a
-// unit), so the forward pass writes no slopes for it, and the deltas it would be given
-// are never written. When the second layer is thin too (at most 4 outputs, a neural
+// (cuda/layer_products.hpp), when a dense layer or a skip follows it: it recomputes
+// the first layer's activations and slopes from the chunk's inputs (at most 4
+// multiply-adds a unit), so the forward pass writes no slopes for it, and the deltas
+// it would be given are never written. When the second layer is thin too (at most 4 outputs, a neural
 // field's 2-W-1), that kernel also takes the second layer's weight gradient from the
 // recomputed activations. Its partial sums: one row of first_layer_partial_width values
 // per slice of a chunk's samples.
 template <class Model>
 inline constexpr bool fuses_first_layer = [] {
   if constexpr (Model::depth >= 2) {
-    if constexpr (dense_at<Model, 0>() && dense_at<Model, 1>())
+    if constexpr (dense_at<Model, 0>() && (dense_at<Model, 1>() || kind_at<Model, 1>() == stage_kind::skip_open))
       return Model::template layer_type<0>::inputs <= thin_product_terms;
     else return false;
   } else {
@@ -126,7 +126,8 @@ inline constexpr bool forward_writes_slopes =
     dense_at<Model, L>() && !(L == 0 && fuses_first_layer<Model>) && !slopes_from_outputs<Model, L>;
 template <class Model>
 inline constexpr bool fuses_second_layer_weights = [] {
-  if constexpr (fuses_first_layer<Model>) return Model::template layer_type<1>::outputs <= thin_product_terms;
+  if constexpr (fuses_first_layer<Model> && dense_at<Model, 1>())
+    return Model::template layer_type<1>::outputs <= thin_product_terms;
   else return false;
 }();
 // The slicing kernels (the fused first layer's, the input deltas') cut a chunk of
@@ -182,11 +183,14 @@ template <class Model>
 inline constexpr bool first_layer_gradient_contiguous = [] {
   if constexpr (fuses_first_layer<Model>) {
     using first = typename Model::template layer_type<0>;
-    using second = typename Model::template layer_type<1>;
-    return first::bias_offset == first::weight_offset + first::outputs * first::inputs &&
-           (!fuses_second_layer_weights<Model> ||
-            Model::template parameter_offset<1> + second::weight_offset ==
-                Model::template parameter_offset<0> + first::bias_offset + first::outputs);
+    constexpr bool first_contiguous = first::bias_offset == first::weight_offset + first::outputs * first::inputs;
+    if constexpr (fuses_second_layer_weights<Model>) {
+      using second = typename Model::template layer_type<1>;
+      return first_contiguous && Model::template parameter_offset<1> + second::weight_offset ==
+                                     Model::template parameter_offset<0> + first::bias_offset + first::outputs;
+    } else {
+      return first_contiguous;
+    }
   } else {
     return true;
   }

@@ -11,6 +11,7 @@
 //   skip_open    passes x on (its outputs are the stage below's rows, layered_plan.hpp;
 //                a copy for a skip around the model's first stage); backward: its delta
 //                plus its close stage's (the identity path), handed to the stage below
+//                (after a fused first layer, to that layer's gradient kernel)
 //   skip_close   f(x) + x
 // Handing d loss / d (the output of the stage below) back: a dense layer's deltas are
 // its slopes times that (input_delta_kernel with its sums as the product, which also
@@ -27,6 +28,7 @@
 #include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_norm_stage.hpp"
+#include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 
 namespace tl::detail::gpu {
@@ -167,7 +169,10 @@ void backward_stage(const Model& model, const T* params, const T* x, std::size_t
     const T* identity = nullptr;
     if constexpr (kind == stage_kind::skip_open)
       identity = layer_slopes<Model, close_of<typename Model::stages_type>(L)>(units, stride);
-    finish_hand_back<Model, L>(static_cast<const T*>(delta), units, rows, ws, stream, identity);
+    if constexpr (L == 1 && fuses_first_layer<Model>)  // a skip right after a fused first layer
+      first_layer_gradient(model, params, x, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr),
+                           static_cast<const T*>(delta), identity, rows, ws, stream);
+    else finish_hand_back<Model, L>(static_cast<const T*>(delta), units, rows, ws, stream, identity);
   }
 }
 
