@@ -220,13 +220,13 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
 }
 
 // The split (cpu/parallel.hpp): ranges that tile [0, batch) in order, of whole chunks
-// while there is one a thread, else of 16-sample groups, so that a small batch still
-// reaches every thread (up to one a group).
+// while there is one a thread, else of 64-sample units, so that a small batch still
+// reaches every thread (up to one a unit).
 TEST(Threads, RangesTileTheBatchAndReachEveryThread) {
-  using tl::detail::cpu_chunk, tl::detail::cpu_split_group;
+  using tl::detail::cpu_chunk, tl::detail::cpu_split_unit;
   for (std::size_t batch : {1u, 15u, 16u, 300u, 1000u, 4095u, 4096u, 20001u}) {
     for (std::size_t threads : {1u, 2u, 3u, 7u, 16u}) {
-      const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_group;
+      const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_unit;
       std::size_t next = 0, with_samples = 0;
       for (std::size_t t = 0; t < threads; ++t) {
         const auto r = tl::detail::split_range(batch, threads, t);
@@ -237,7 +237,7 @@ TEST(Threads, RangesTileTheBatchAndReachEveryThread) {
         next = r.last;
       }
       EXPECT_EQ(next, batch);
-      EXPECT_EQ(with_samples, std::min(threads, (batch + cpu_split_group - 1) / cpu_split_group))
+      EXPECT_EQ(with_samples, std::min(threads, (batch + cpu_split_unit - 1) / cpu_split_unit))
           << batch << " samples, " << threads << " threads";
     }
   }

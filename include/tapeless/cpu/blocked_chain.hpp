@@ -37,7 +37,7 @@ struct blocked_chain {
 
   // Samples per chunk: 256, as many as the lane pass sums per chunk (so a thread's
   // range of whole chunks of the batch is whole chunks here too; a batch of fewer
-  // chunks than threads is split in 16-sample groups, a short chunk a thread). The
+  // chunks than threads is split in 64-sample units, a short chunk a thread). The
   // weight gradient's sums are read and written once per chunk, so fewer samples would
   // cost memory traffic on wide layers (a 1024 x 1024 layer's 8 MB of double sums).
   static constexpr std::size_t chunk = 256;

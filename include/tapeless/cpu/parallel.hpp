@@ -17,11 +17,13 @@
 namespace tl::detail {
 
 inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split over threads
-// samples: the unit of the split when the batch has fewer chunks than threads (the
-// lane pass's groups), so that every thread the work pays for gets samples. (With
-// whole chunks only, 1000 samples kept 12 of a 16-core host's threads idle: a
-// 2-256x3-1 step took 0.57x JAX's speed there, docs/performance.md 2026-12-06.)
-inline constexpr std::size_t cpu_split_group = 16;
+// samples: the unit of the split when the batch has fewer chunks than threads, so that
+// every thread the work pays for gets samples. (With whole chunks only, 1000 samples
+// kept 12 of a 16-core host's threads idle: a 2-256x3-1 step took 0.57x JAX's speed
+// there, docs/performance.md 2026-12-06.) Whole lane groups of 16, and 64 so that a
+// thread's samples outweigh what it costs whatever their number: clearing and joining
+// its own gradient sums, P doubles, about as much as 16 samples' products.
+inline constexpr std::size_t cpu_split_unit = 64;
 
 // Work below which one more thread costs more than it saves, in parameter-samples
 // of the lane pass (a step's multiply-adds are about 3 per parameter and sample);
@@ -49,24 +51,24 @@ inline std::size_t cpu_thread_cap() {
   return cap;
 }
 
-// Threads for a step: one per work_per_thread of work, a group of samples at least each.
+// Threads for a step: one per work_per_thread of work, a split unit of samples at least each.
 inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
                                    double work_per_thread = cpu_work_per_thread) {
   const double work = double(batch) * double(parameter_count);
   const std::size_t by_work = static_cast<std::size_t>(work / work_per_thread);
-  const std::size_t groups = (batch + cpu_split_group - 1) / cpu_split_group;
-  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, groups}));
+  const std::size_t units = (batch + cpu_split_unit - 1) / cpu_split_unit;
+  return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, units}));
 }
 
 // Thread t's samples [first, last) of `threads`: contiguous ranges of whole chunks
 // (so each thread's chunks are the batch's chunks) while there are at least as many
-// chunks as threads, else of whole cpu_split_group groups; the last range ends at the
+// chunks as threads, else of whole cpu_split_unit units; the last range ends at the
 // batch's end.
 struct sample_range {
   std::size_t first, last;
 };
 inline sample_range split_range(std::size_t batch, std::size_t threads, std::size_t t) {
-  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_group;
+  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_unit;
   const std::size_t units = (batch + unit - 1) / unit;
   return {std::min(batch, units * t / threads * unit), std::min(batch, units * (t + 1) / threads * unit)};
 }
