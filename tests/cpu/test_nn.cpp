@@ -183,6 +183,17 @@ TEST(Errors, SizeMismatchesNameBothSizes) {
   } catch (const tl::shape_error& e) {
     EXPECT_NE(std::string(e.what()).find("12 values expected, the data has 11"), std::string::npos) << e.what();
   }
+  // features x batch past size_t: 2 x 2^63 wrapped to 0 values, a matrix that passed
+  // every batch check and then read memory it did not have.
+  const std::size_t huge = std::size_t(1) << 63;
+  try {
+    (void)tl::matrix(2, huge);
+    FAIL() << "no exception";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("do not fit in a size_t"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::matrix(2, huge, std::vector<float>{}), tl::shape_error);
+  EXPECT_THROW((void)tl::basic_matrix<double>(huge, 4, std::span<const double>{}), tl::shape_error);
   EXPECT_THROW((void)tl::parameters<seed_fit::model_type>(std::vector<float>(48)), tl::shape_error);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -22,7 +23,8 @@ class basic_matrix {
   using value_type = T;
 
   basic_matrix() = default;
-  basic_matrix(std::size_t features, std::size_t batch) : features_(features), batch_(batch), data_(features * batch) {}
+  basic_matrix(std::size_t features, std::size_t batch)
+      : features_(features), batch_(batch), data_(value_count(features, batch)) {}
   basic_matrix(std::size_t features, std::size_t batch, std::vector<T> data)
       : features_(features), batch_(batch), data_(std::move(data)) {
     check_size();
@@ -52,8 +54,16 @@ class basic_matrix {
   friend bool operator==(const basic_matrix&, const basic_matrix&) = default;
 
  private:
+  // features x batch, refused where it wraps around (2 x 2^63 would be 0 values, a
+  // matrix that passes every batch check and then reads memory it does not have).
+  static std::size_t value_count(std::size_t features, std::size_t batch) {
+    if (features != 0 && batch > std::numeric_limits<std::size_t>::max() / features)
+      throw shape_error("tapeless::matrix: features (" + std::to_string(features) + ") x batch (" +
+                        std::to_string(batch) + ") values do not fit in a size_t");
+    return features * batch;
+  }
   void check_size() const {
-    if (data_.size() != features_ * batch_) {
+    if (data_.size() != value_count(features_, batch_)) {
       throw shape_error("tapeless::matrix: features (" + std::to_string(features_) + ") x batch (" +
                         std::to_string(batch_) + ") = " + std::to_string(features_ * batch_) +
                         " values expected, the data has " + std::to_string(data_.size()));
