@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tapeless/core/scratch.hpp"
 #include "tapeless/cpu/blocked_chain.hpp"
 #include "tapeless/cpu/parallel.hpp"
 #include "tapeless/cpu/pass_choice.hpp"
@@ -139,25 +140,27 @@ double accumulate_samples(const Model& model, const Loss& loss, const T* params,
   constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, K = cpu_lanes;
   double total = 0.0;
   group_buffers<Model, K, T> buffers;
-  alignas(64) T xg[In * K], yg[Out * K], dout[Out * K], lane_loss[K];
+  group_array<T, In * K, K> xg;  // (core/scratch.hpp: on the heap for wide inputs)
+  group_array<T, Out * K, K> yg, dout;
+  alignas(64) T lane_loss[K];
   for (std::size_t first = first_sample; first < last_sample; first += cpu_chunk) {
     const std::size_t last = std::min(last_sample, first + cpu_chunk);
     std::fill(lanes, lanes + P * K, T(0));
     T chunk_loss = T(0);
     for (std::size_t g = first; g < last; g += K) {
       const std::size_t count = std::min(K, last - g);
-      load_group<In, K>(x, g, count, xg);
-      load_group<Out, K>(y, g, count, yg);
-      const T* yhat = forward_group(model, params, xg, buffers);
-      loss.template group<Out, K>(yhat, yg, dout, lane_loss);
+      load_group<In, K>(x, g, count, xg.data());
+      load_group<Out, K>(y, g, count, yg.data());
+      const T* yhat = forward_group(model, params, xg.data(), buffers);
+      loss.template group<Out, K>(yhat, yg.data(), dout.data(), lane_loss);
       for (std::size_t k = 0; k < K; ++k) {
         if (k < count) {
           chunk_loss += lane_loss[k];
         } else {
-          for (std::size_t o = 0; o < Out; ++o) dout[o * K + k] = T(0);  // padding adds nothing
+          for (std::size_t o = 0; o < Out; ++o) dout.data()[o * K + k] = T(0);  // padding adds nothing
         }
       }
-      backward_group(model, params, xg, buffers, dout, lanes);
+      backward_group(model, params, xg.data(), buffers, dout.data(), lanes);
     }
     total += chunk_loss;
     for (std::size_t p = 0; p < P; ++p) {
@@ -268,11 +271,11 @@ basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, co
   const std::size_t threads = detail::cpu_step_threads(0, batch, Model::parameter_count / 3 + 1);
   detail::for_each_range(batch, threads, [&](std::size_t, std::size_t first, std::size_t last) {
     detail::group_buffers<Model, K, T> buffers;
-    T xg[In * K];
+    detail::group_array<T, In * K, K> xg;
     for (std::size_t g = first; g < last; g += K) {
       const std::size_t count = std::min(K, last - g);
-      detail::load_group<In, K>(x.data(), g, count, xg);
-      const T* out = detail::forward_group(model, params.data(), xg, buffers);
+      detail::load_group<In, K>(x.data(), g, count, xg.data());
+      const T* out = detail::forward_group(model, params.data(), xg.data(), buffers);
       for (std::size_t k = 0; k < count; ++k)
         for (std::size_t o = 0; o < Out; ++o) y(o, g + k) = out[o * K + k];
     }

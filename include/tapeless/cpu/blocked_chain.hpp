@@ -19,6 +19,7 @@
 #include <tuple>
 #include <utility>
 
+#include "tapeless/core/scratch.hpp"
 #include "tapeless/cpu/blocked_layer_norm.hpp"
 #include "tapeless/cpu/blocked_stages.hpp"
 #include "tapeless/nn/chain.hpp"
@@ -212,7 +213,9 @@ struct blocked_chain {
     constexpr std::size_t K = 16, stride = out_stride<depth - 1>;
     const T* yhat = outputs_of<depth - 1>(buffer);
     T* delta = deltas_of<depth - 1>(buffer);
-    alignas(64) T yh[Out * K], yg[Out * K], dout[Out * K], lane_loss[K];
+    group_array<T, Out * K, K> yhs, ygs, douts;  // (core/scratch.hpp: on the heap for many outputs)
+    T *yh = yhs.data(), *yg = ygs.data(), *dout = douts.data();
+    alignas(64) T lane_loss[K];
     T chunk_loss = T(0);
     for (std::size_t g = 0; g < count; g += K) {
       const std::size_t n = std::min(K, count - g);
@@ -225,9 +228,9 @@ struct blocked_chain {
       loss.template group<Out, K>(yh, yg, dout, lane_loss);
       for (std::size_t k = 0; k < n; ++k) {
         chunk_loss += lane_loss[k];
-        T d[Out];
-        for (std::size_t o = 0; o < Out; ++o) d[o] = dout[o * K + k];
-        hand_back<kind<depth - 1> == stage_kind::dense>(delta + (g + k) * stride, d, Out);
+        group_array<T, Out, K> d;
+        for (std::size_t o = 0; o < Out; ++o) d.data()[o] = dout[o * K + k];
+        hand_back<kind<depth - 1> == stage_kind::dense>(delta + (g + k) * stride, d.data(), Out);
       }
     }
     std::fill(delta + count * stride, delta + used * stride, T(0));  // padding rows add nothing

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "tapeless/core/scratch.hpp"
 #include "tapeless/cpu/blocked_dense.hpp"
 #include "tapeless/nn/stages.hpp"
 
@@ -53,7 +54,9 @@ struct blocked_sample_layer {
   }
 
   static void forward(const layer_type& layer, const T* p, const T* in, T* out, T* saved, std::size_t used) {
-    alignas(64) T x[In * K], y[Out * K];
+    group_array<T, In * K, K> xs;  // (core/scratch.hpp: on the heap for wide layers)
+    group_array<T, Out * K, K> ys;
+    T *x = xs.data(), *y = ys.data();
     for (std::size_t g = 0; g < used; g += K) {
       const std::size_t n = std::min(K, used - g);
       gather(in, in_stride, In, g, n, x);
@@ -71,7 +74,9 @@ struct blocked_sample_layer {
   template <bool InputDelta, bool IntoSlopes>
   static void backward(const layer_type& layer, const T* p, const T* in, const T* out, const T* delta, T* saved,
                        T* below, std::size_t used, T* lanes, double* grad) {
-    alignas(64) T x[In * K], y[Out * K], dout[Out * K], din[In * K];
+    group_array<T, In * K, K> xs, dins;  // (core/scratch.hpp: on the heap for wide layers)
+    group_array<T, Out * K, K> ys, douts;
+    T *x = xs.data(), *y = ys.data(), *dout = douts.data(), *din = dins.data();
     std::fill(lanes, lanes + P * K, T(0));
     for (std::size_t g = 0; g < used; g += K) {
       const std::size_t n = std::min(K, used - g);
@@ -83,9 +88,9 @@ struct blocked_sample_layer {
       layer.template backward<InputDelta, K>(p, x, y, saved + g / K * saved_per_group, dout, din, lanes);
       if constexpr (InputDelta) {
         for (std::size_t k = 0; k < n; ++k) {
-          T column[In];
-          for (std::size_t i = 0; i < In; ++i) column[i] = din[i * K + k];
-          hand_back<IntoSlopes>(below + (g + k) * in_stride, column, In);
+          group_array<T, In, K> column;
+          for (std::size_t i = 0; i < In; ++i) column.data()[i] = din[i * K + k];
+          hand_back<IntoSlopes>(below + (g + k) * in_stride, column.data(), In);
         }
       }
     }

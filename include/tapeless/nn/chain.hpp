@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/scratch.hpp"
 #include "tapeless/nn/layer.hpp"
 
 namespace tl {
@@ -143,10 +144,10 @@ struct chain {
     if constexpr (L == 0) {
       l.template backward<InputDelta, K>(p, lin, lout, lsaved, dout, din, grad);
     } else {
-      alignas(64) T delta[layer_type<L>::inputs * K];
-      l.template backward<true, K>(p + parameter_offset<L>, lin, lout, lsaved, dout, delta,
+      detail::group_array<T, layer_type<L>::inputs * K, K> delta;  // (core/scratch.hpp)
+      l.template backward<true, K>(p + parameter_offset<L>, lin, lout, lsaved, dout, delta.data(),
                                    grad + parameter_offset<L> * K);
-      backward<InputDelta, K, T, L - 1>(p, in, out, saved, delta, din, grad);
+      backward<InputDelta, K, T, L - 1>(p, in, out, saved, delta.data(), din, grad);
     }
   }
 
