@@ -1,8 +1,9 @@
 // Models whose groups of 16 samples do not fit on a thread's stack (core/scratch.hpp):
 // a linear model on 200000 features (12.8 MB of inputs a group in float) against plain
 // float64 arithmetic, a 16384-wide layer_norm in double against central differences
-// along a random direction, each on one thread and two; and the scratch stack's order.
-// Before the scratch stack, both models ended the process with SIGSEGV.
+// along a random direction, each on one thread and two; least squares at its most
+// parameters (its lanes' sums: 2.6 MB); and the scratch stack's order. Before the
+// scratch stack, each ended the process with SIGSEGV.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "support/model_check.hpp"
+#include "tapeless/cpu/least_squares.hpp"
 #include "tapeless/tapeless.hpp"
 
 namespace {
@@ -102,6 +104,21 @@ void expect_directional_derivative(const Model& model, std::size_t batch, std::s
 TEST(WideModels, LayerNormOfSixteenThousandInDouble) {
   const auto model = tl::chain(tl::layer_norm<16384>(), tl::dense<16384, 1>());
   for (std::size_t threads : {1u, 2u}) expect_directional_derivative(model, 40, threads);
+}
+
+// 1-66-1 tanh: 199 parameters, at lsq::max_parameters nearly; past it the call does not
+// compile (tests/compile_fail/least_squares_too_many_parameters.cpp).
+TEST(WideModels, LeastSquaresAtItsMostParameters) {
+  const auto model = tl::chain(tl::dense<1, 66>(tl::tanh), tl::dense<66, 1>());
+  static_assert(decltype(model)::parameter_count <= tl::lsq::max_parameters);
+  tl::rng gen(5);
+  auto params = tl::init<double>(model, gen);
+  const auto x = random_batch(gen, 1, 600, -2, 2);
+  tl::basic_matrix<double> y(1, 600);
+  for (std::size_t s = 0; s < 600; ++s) y(0, s) = std::sin(3 * x(0, s));
+  const auto fit = tl::least_squares(model, params, x, y, {.max_iterations = 4});
+  EXPECT_TRUE(std::isfinite(fit.cost));
+  EXPECT_LT(fit.cost, fit.initial_cost);
 }
 
 }  // namespace

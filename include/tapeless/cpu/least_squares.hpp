@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "tapeless/core/scratch.hpp"
 #include "tapeless/cpu/batch.hpp"
 #include "tapeless/lsq/normal_equations.hpp"
 #include "tapeless/lsq/solver.hpp"
@@ -66,9 +67,15 @@ void accumulate_normal_equations(const Model& model, const T* p, const T* x, con
                                  lsq::detail::compensated* totals) {
   constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, K = cpu_lanes;
   group_buffers<Model, K, T> buffers;
-  lane_normal_equations<P, K> lanes;
-  alignas(64) T xg[In * K], yg[Out * K], wg[K], dout[Out * K], r[K];
-  alignas(64) T grad[P * K];
+  // (core/scratch.hpp: on the heap past 64 KB; the lanes' normal equations take
+  // P (P + 1) / 2 x 16 doubles, 5.8 MB at 300 parameters.)
+  group_array<lane_normal_equations<P, K>, 1, K> lane_sums;
+  lane_normal_equations<P, K>& lanes = *lane_sums.data();
+  group_array<T, In * K, K> xgs;
+  group_array<T, Out * K, K> ygs, douts;
+  group_array<T, P * K, K> grads;
+  T *xg = xgs.data(), *yg = ygs.data(), *dout = douts.data(), *grad = grads.data();
+  alignas(64) T wg[K], r[K];
   for (std::size_t first = first_sample; first < last_sample; first += cpu_chunk) {
     const std::size_t last = std::min(last_sample, first + cpu_chunk);
     lanes.clear();

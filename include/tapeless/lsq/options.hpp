@@ -9,6 +9,12 @@ namespace tl::lsq {
 
 enum class method { levenberg_marquardt, gauss_newton };
 
+// The most parameters the solver takes: its P x P matrices (J^T J and its compensated
+// sums, the damped system, the covariance) are fixed-size arrays on the calling
+// thread's stack, and at 256 parameters they overflowed its 8 MB (SIGSEGV; 226 ran,
+// also at -O0 and under AddressSanitizer). A model with more is refused at compile time.
+inline constexpr std::size_t max_parameters = 200;
+
 struct options {
   method algorithm = method::levenberg_marquardt;
   double ftol = 1e-12;  // relative reduction of the cost, actual and predicted

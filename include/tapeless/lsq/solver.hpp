@@ -312,6 +312,9 @@ void refine(run<P, Evaluate>& st) {
 // `out` (a default-constructed normal_equations<P>) at p.
 template <std::size_t P, class Evaluate>
 result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const options& opt = {}) {
+  static_assert(P <= max_parameters,
+                "tapeless::least_squares: at most lsq::max_parameters (200) parameters: the solver keeps its P x P "
+                "matrices on the stack; train a larger model with tl::fit");
   if (!(opt.ftol >= 0 && opt.xtol >= 0 && opt.gtol >= 0 && opt.initial_step_bound > 0)) {
     throw std::invalid_argument("tapeless::lsq::solve: ftol, xtol, gtol must be >= 0 and initial_step_bound > 0");
   }
