@@ -147,6 +147,9 @@ TEST(Apply, MatchesCpuAndMovesWithPipe) {
   const tl::matrix cpu = tl::apply(seed_fit::make_model(), params, data.x);
   ASSERT_EQ(gpu.batch(), 1000u);
   for (std::size_t k = 0; k < 1000; ++k) EXPECT_NEAR(gpu(0, k), cpu(0, k), 1e-5f * std::max(1.0f, std::abs(cpu(0, k))));
+  // Host parameters with a device batch: the same kernel, the same outputs.
+  const tl::matrix from_host = tl::apply(seed_fit::make_model(), params, data.x | tl::cuda_device()) | tl::cpu_device();
+  EXPECT_EQ(from_host, gpu);
 }
 
 TEST(Errors, WrongSizeBatchThrows) {

@@ -286,6 +286,15 @@ basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>&
   }
   return y;
 }
+// With host parameters (as the device value_and_grad takes them): copied to the device
+// first. (A newcomer's tl::apply(net, state.host_params(), dx) did not compile.)
+template <model Model, class T>
+basic_device_matrix<T> apply(const Model& model, const parameters<Model, T>& params, const basic_device_matrix<T>& x,
+                             gpu_regime regime = gpu_regime::automatic,
+                             std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
+  const thrust::device_vector<T> on_device(params.data(), params.data() + Model::parameter_count);
+  return apply(model, on_device, x, regime, layered_chunk_bytes);
+}
 template <model Model, class Optimizer, class T>
 basic_device_matrix<T> apply(const cuda_train_state<Model, Optimizer, T>& s, const basic_device_matrix<T>& x) {
   return apply(s.model, s.params, x, s.regime, s.layered_chunk_bytes);
