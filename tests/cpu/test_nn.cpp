@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -143,9 +144,25 @@ TEST(LossGradient, Mae) { check_model_gradient(tl::tanh, tl::mae, false); }
 TEST(LossGradient, Huber) {
   check_model_gradient(tl::tanh, tl::huber, false);
   check_model_gradient(tl::tanh, tl::huber_loss(0.1), false);
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_THROW((void)tl::huber_loss(bad), std::invalid_argument) << bad;
 }
 TEST(LossGradient, BinaryCrossEntropyWithLogits) { check_model_gradient(tl::tanh, tl::binary_cross_entropy_with_logits, true); }
 TEST(LossGradient, SoftmaxCrossEntropy) { check_model_gradient(tl::tanh, tl::softmax_cross_entropy, true); }
+
+// Large logits keep float's precision in the loss (sum_y (largest + log sum_exp) - y . yhat
+// cancelled: 2.5 for 2.578890 at 3e6), and its gradient stays exact.
+TEST(LossValue, SoftmaxCrossEntropyAtLargeLogitsInFloat) {
+  const double expected = std::log(1 + std::exp(-2.5)) + 2.5;  // -log softmax(yhat)_1
+  for (float big : {50.0f, 1e4f, 3e6f}) {
+    const float yhat[2] = {big, big - 2.5f}, y[2] = {0, 1};
+    float d[2], loss;
+    tl::softmax_cross_entropy.group<2, 1>(yhat, y, d, &loss);
+    EXPECT_NEAR(loss, expected, 1e-6 * expected) << "logits " << big;
+    EXPECT_NEAR(d[0], 1 / (1 + std::exp(-2.5)), 1e-6) << "logits " << big;
+    EXPECT_NEAR(d[1], 1 / (1 + std::exp(2.5)) - 1, 1e-6) << "logits " << big;
+  }
+}
 
 TEST(Init, GlorotUniformWeightsZeroBiasReproducible) {
   const auto model = tl::chain(tl::dense<30, 50>(tl::relu), tl::dense<50, 2>());
