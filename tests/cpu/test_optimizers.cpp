@@ -140,4 +140,43 @@ TEST(Optimizers, UserOptimizerWithoutGenericUpdateRunsOneAtATime) {
   EXPECT_EQ(state[7], 0.5f);
 }
 
+// Settings the rules cannot take are refused before the step, which changes nothing:
+// they wrote NaN parameters without an error (beta1 = 1: 0 / 0 in the bias correction).
+template <class Optimizer>
+void expect_refused(const Optimizer& bad, const char* named) {
+  const auto model = tl::chain(tl::dense<1, 4>(tl::tanh), tl::dense<4, 1>());
+  tl::rng gen(3);
+  const auto p = tl::init(model, gen);
+  tl::matrix x(1, 8), y(1, 8);
+  for (std::size_t s = 0; s < 8; ++s) x(0, s) = y(0, s) = 0.1f * float(s);
+  tl::train_state state(model, p, bad);
+  try {
+    (void)tl::train_step(state, tl::mse, x, y);
+    ADD_FAILURE() << "no exception for " << named;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::fit(state, tl::mse, x, y, 3, {.progress = false}), std::invalid_argument);
+  EXPECT_EQ(state.step, 0);
+  EXPECT_EQ(state.params, p);
+}
+TEST(Optimizers, BadSettingsAreRefusedBeforeTheStep) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  expect_refused(tl::sgd{-0.1}, "lr must be finite and >= 0, got -0.1");
+  expect_refused(tl::sgd{nan}, "lr must be finite");
+  expect_refused(tl::sgd{0.1, -0.5}, "momentum");
+  expect_refused(tl::adam{0.01, 1.0}, "beta1 must be in [0, 1)");
+  expect_refused(tl::adam{0.01, 0.9, 1.0}, "beta2");
+  expect_refused(tl::adam{inf}, "adam: lr");
+  expect_refused(tl::adam{0.01, 0.9, 0.999, -1e-8}, "eps");
+  expect_refused(tl::adamw(0.01, 1.5), "adamw: beta1");
+  expect_refused(tl::adamw(0.01, 0.9, 0.999, 1e-8, -1.0), "weight_decay");
+  // The edges PyTorch takes still train: lr 0, beta 0, eps 0.
+  const auto model = tl::chain(tl::dense<1, 4>(tl::tanh), tl::dense<4, 1>());
+  tl::rng gen(3);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.0, 0.0, 0.0, 0.0});
+  tl::matrix x(1, 8, std::vector<float>(8, 0.5f)), y(1, 8, std::vector<float>(8, 0.25f));
+  EXPECT_NO_THROW((void)tl::train_step(state, tl::mse, x, y));
+}
+
 }  // namespace

@@ -54,6 +54,7 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     return T(0);
   } else {
     check_batch<Model>(where, x, &y);
+    check_settings(state.optimizer);
     const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
                                                                   y.data(), x.batch(), state.gradient.data());
     if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, non_finite_data(x, y));

@@ -163,6 +163,7 @@ device_scalar<T> train_step(cuda_train_state<Model, Optimizer, T>& s, const Loss
                             const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("train_step", x, &y);
+  detail::check_settings(s.optimizer);
   detail::prepare_step("train_step", s, x.batch());
   detail::enqueue_step(s, loss, x, y, 0, false);
   ++s.step;
@@ -196,6 +197,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
                const basic_device_matrix<T>& y, std::size_t epochs, const cuda_fit_options& options = {}) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("fit", x, &y);
+  detail::check_settings(s.optimizer);
   fit_result result;
   if (s.history.size() < epochs) s.history.resize(epochs);
   const long first_step = s.step;

@@ -6,19 +6,37 @@
 // at_step<T>(t) -> constants<T> (everything that depends only on the step t, from
 // 1), and update(constants, p, g, state...) for one parameter; optionally
 // generic_update = true where update is one rule for any T, so that the CPU may run
-// it on 16 parameters at once (optimizer_takes_lanes below).
+// it on 16 parameters at once (optimizer_takes_lanes below); optionally check(),
+// which throws std::invalid_argument for settings the rule cannot take (every step
+// calls it first: check_settings below).
 #pragma once
 
 #include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "tapeless/core/lanes.hpp"
 #include "tapeless/core/math.hpp"
 
 namespace tl {
+
+namespace detail {
+// The settings PyTorch refuses when an optimizer is built: a learning rate that is
+// negative or not finite, betas outside [0, 1), a negative eps, momentum or weight
+// decay. Taken, each made a step write NaN parameters (or run away) without an error,
+// and the next step's non-finite loss was blamed on that step.
+inline void require_setting(bool ok, const char* optimizer, const char* what, double value) {
+  if (!ok)
+    throw std::invalid_argument(std::string("tapeless::") + optimizer + ": " + what + ", got " +
+                                std::to_string(value));
+}
+inline bool finite_at_least_zero(double v) { return std::isfinite(v) && v >= 0; }
+inline bool in_unit_interval(double v) { return v >= 0 && v < 1; }
+}  // namespace detail
 
 // v <- momentum v + g;  p <- p - lr v   (v starts at 0, so the first step is lr g)
 struct sgd {
@@ -33,6 +51,10 @@ struct sgd {
   template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& v) {
     v = c.momentum * v + g;
     p -= c.lr * v;
+  }
+  void check() const {
+    detail::require_setting(detail::finite_at_least_zero(lr), name, "lr must be finite and >= 0", lr);
+    detail::require_setting(detail::finite_at_least_zero(momentum), name, "momentum must be finite and >= 0", momentum);
   }
 };
 
@@ -58,6 +80,12 @@ struct adam {
     v = c.beta2 * v + (T(1) - c.beta2) * g * g;
     p -= c.lr * (m / c.bias1) / (math::sqrt(v / c.bias2) + c.eps);
   }
+  void check(const char* who = name) const {
+    detail::require_setting(detail::finite_at_least_zero(lr), who, "lr must be finite and >= 0", lr);
+    detail::require_setting(detail::in_unit_interval(beta1), who, "beta1 must be in [0, 1)", beta1);
+    detail::require_setting(detail::in_unit_interval(beta2), who, "beta2 must be in [0, 1)", beta2);
+    detail::require_setting(detail::finite_at_least_zero(eps), who, "eps must be finite and >= 0", eps);
+  }
 };
 
 // Adam with decoupled weight decay (PyTorch's AdamW): p <- p - lr wd p, then Adam.
@@ -71,6 +99,11 @@ struct adamw : adam {
     constants<T> c = adam::at_step<T>(t);
     c.decay = T(weight_decay);
     return c;
+  }
+  void check() const {
+    adam::check(name);
+    detail::require_setting(detail::finite_at_least_zero(weight_decay), name, "weight_decay must be finite and >= 0",
+                            weight_decay);
   }
 };
 
@@ -95,6 +128,12 @@ concept optimizer = std::is_class_v<O> && requires(const O& o) {
 } && (detail::optimizer_update_one_slot<O> || detail::optimizer_update_two_slots<O>);
 
 namespace detail {
+// Before every step: the optimizer's check(), where it has one.
+template <class Optimizer>
+void check_settings(const Optimizer& o) {
+  if constexpr (requires { o.check(); }) o.check();
+}
+
 // Parameter i's step: state holds state_slots arrays of n values.
 template <class Optimizer, class T>
 TL_HD TL_INLINE void optimizer_update(const typename Optimizer::template constants<T>& c, T* params, T g, T* state,
