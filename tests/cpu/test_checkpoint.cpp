@@ -185,4 +185,37 @@ TEST(Checkpoint, ParametersLoadFromATrainingStateFile) {
   EXPECT_EQ(params, state.params);
 }
 
+// The step is what save() writes, decimal digits: anything else is refused and the
+// state left as it was ("" loaded as step 0, " 5" and "+5" as 5).
+TEST(Checkpoint, StepMetadataMustBeDigits) {
+  const auto model = mixed_model();
+  tl::rng gen(5);
+  tl::train_state state(model, tl::init(model, gen), tl::adam{0.01});
+  state.step = 3;
+  const auto good = temp_path("step_good.safetensors");
+  tl::save(good, state);
+  const auto file = tl::load_safetensors(good);
+  std::vector<std::vector<float>> values;
+  std::vector<tl::tensor_view> views;
+  for (const auto& n : file.names()) values.push_back(file.values<float>(n, file.at(n).shape));
+  std::size_t k = 0;
+  for (const auto& n : file.names()) views.emplace_back(n, std::span<const float>(values[k++]), file.at(n).shape);
+  const auto with_step = [&](const std::string& step) {
+    auto metadata = file.metadata();
+    metadata["tapeless.step"] = step;
+    const auto path = temp_path("step.safetensors");
+    tl::save_safetensors(path, views, metadata);
+    return path;
+  };
+  for (const std::string bad : {"", " 5", "+5", "5 ", "-1", "0x10", "99999999999999999999"}) {
+    auto loaded = state;
+    loaded.step = 11;
+    EXPECT_THROW(tl::load(with_step(bad), loaded), tl::io_error) << '"' << bad << '"';
+    EXPECT_EQ(loaded.step, 11) << '"' << bad << '"';
+  }
+  auto loaded = state;
+  tl::load(with_step("7"), loaded);
+  EXPECT_EQ(loaded.step, 7);
+}
+
 }  // namespace

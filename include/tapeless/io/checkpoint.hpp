@@ -111,15 +111,13 @@ checkpoint_contents<T> read_checkpoint(const std::filesystem::path& path, std::s
         file.copy_to<T>(optimizer_prefix + std::string(slot_names[slot]) + "." + n.name,
                         std::span<T>(contents.optimizer_state.data() + slot * P + n.offset, n.size()), n.shape,
                         policy);
+    // The step as save() writes it: decimal digits only (std::stol alone took "" as 0,
+    // and " 5" and "+5" as 5).
     const auto step = meta.find("tapeless.step");
-    std::size_t used = 0;
-    try {
-      if (step != meta.end()) contents.step = std::stol(step->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (step == meta.end() || used != step->second.size() || contents.step < 0)
-      throw io_error("tapeless: " + path.string() + ": the metadata has no valid \"tapeless.step\"");
+    const bool digits = step != meta.end() && !step->second.empty() && step->second.size() <= 18 &&
+                        step->second.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) throw io_error("tapeless: " + path.string() + ": the metadata has no valid \"tapeless.step\"");
+    contents.step = std::stol(step->second);
   }
   return contents;
 }
