@@ -159,6 +159,14 @@ TEST_F(BadCheckpoints, NonFiniteValuesRejectedUnlessAllowed) {
   const auto path = temp_path("nan.safetensors");
   tl::save(path, nan_state);
   expect_refused(path, state, "NaN or infinity");
+  expect_refused(path, state, ".allow_non_finite = true} accepts them");
+  // In the optimizer's state: the same refusal, the same hint.
+  auto nan_slot = nan_state;
+  nan_slot.params.flat()[3] = 0.5f;
+  nan_slot.optimizer_state[2] = std::numeric_limits<float>::infinity();
+  const auto slot_path = temp_path("nan_slot.safetensors");
+  tl::save(slot_path, nan_slot);
+  expect_refused(slot_path, state, ".allow_non_finite = true} accepts them");
   tl::load(path, state, {.allow_non_finite = true});
   EXPECT_TRUE(std::isnan(state.params.flat()[3]));
 }

@@ -97,20 +97,23 @@ checkpoint_contents<T> read_checkpoint(const std::filesystem::path& path, std::s
   }
   checkpoint_contents<T> contents;
   contents.params.resize(P);
-  try {
-    for (const auto& n : names)
-      file.copy_to<T>(n.name, std::span<T>(contents.params.data() + n.offset, n.size()), n.shape, policy);
-  } catch (const io_error& e) {
-    if (std::string(e.what()).find("NaN or infinity") == std::string::npos) throw;
-    throw io_error(std::string(e.what()) + " (tl::load_options{.allow_non_finite = true} accepts them)");
-  }
+  // A refused NaN or infinity names the option that accepts it, in a parameter or in
+  // the optimizer's state alike.
+  const auto copy = [&](const std::string& name, std::span<T> to, const auto& shape) {
+    try {
+      file.copy_to<T>(name, to, shape, policy);
+    } catch (const io_error& e) {
+      if (std::string(e.what()).find("NaN or infinity") == std::string::npos) throw;
+      throw io_error(std::string(e.what()) + " (tl::load_options{.allow_non_finite = true} accepts them)");
+    }
+  };
+  for (const auto& n : names) copy(n.name, std::span<T>(contents.params.data() + n.offset, n.size()), n.shape);
   if (!slot_names.empty()) {
     contents.optimizer_state.resize(slot_names.size() * P);
     for (std::size_t slot = 0; slot < slot_names.size(); ++slot)
       for (const auto& n : names)
-        file.copy_to<T>(optimizer_prefix + std::string(slot_names[slot]) + "." + n.name,
-                        std::span<T>(contents.optimizer_state.data() + slot * P + n.offset, n.size()), n.shape,
-                        policy);
+        copy(optimizer_prefix + std::string(slot_names[slot]) + "." + n.name,
+             std::span<T>(contents.optimizer_state.data() + slot * P + n.offset, n.size()), n.shape);
     // The step as save() writes it: decimal digits only (std::stol alone took "" as 0,
     // and " 5" and "+5" as 5).
     const auto step = meta.find("tapeless.step");
