@@ -85,6 +85,16 @@ TEST(Functions, MinMaxAndWhere) {
   const auto tie = tl::grad([](auto x, auto y) { return tl::max(x, y); }, P2{1.5, 1.5});
   EXPECT_EQ(tie[0], 0.5);
   EXPECT_EQ(tie[1], 0.5);
+  // A NaN on either side is the result (max(3, NaN) was 3), reductions included.
+  const double nan = std::nan("");
+  for (const P2& q : {P2{nan, 3.0}, P2{3.0, nan}}) {
+    EXPECT_TRUE(std::isnan(tl::value_and_grad([](auto x, auto y) { return tl::max(x, y); }, q).value));
+    EXPECT_TRUE(std::isnan(tl::value_and_grad([](auto x, auto y) { return tl::min(x, y); }, q).value));
+  }
+  const auto reduced = tl::value_and_grad(
+      [](auto x, auto y) { return tl::max(tl::make_array(x, y, 3.0 * x)) + tl::min(tl::make_array(x, y)); },
+      P2{1.0, nan});
+  EXPECT_TRUE(std::isnan(reduced.value));
 }
 
 TEST(ExpressionArrays, ReductionsAndSoftmax) {

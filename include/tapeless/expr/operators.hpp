@@ -28,18 +28,20 @@ struct divide_op {
   }
 };
 // At a tie each side gets half the adjoint (the mean of the one-sided derivatives).
+// A NaN on either side is the result, as in JAX and PyTorch: max(3, NaN) was 3, so a
+// NaN output could vanish inside a loss and the non-finite checks never saw it.
 struct max_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     da = math::select(a > b, T(1), math::select(a < b, T(0), T(0.5)));
     db = T(1) - da;
-    return math::select(a < b, b, a);
+    return math::select(b == b, math::select(a < b, b, a), b);
   }
 };
 struct min_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     da = math::select(a < b, T(1), math::select(a > b, T(0), T(0.5)));
     db = T(1) - da;
-    return math::select(b < a, b, a);
+    return math::select(b == b, math::select(b < a, b, a), b);
   }
 };
 
