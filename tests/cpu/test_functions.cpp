@@ -136,6 +136,25 @@ TEST(Functions, PowConstant) {
   check_unary([](auto x) { return tl::pow(x, -1.5); }, [](double x) { return std::pow(x, -1.5); }, 0.2, 3, 21);
 }
 
+// At 0, the derivatives JAX and PyTorch give (each was NaN: 0 * 0^-1, 0^y log 0):
+// x^0 has none; x^1 has second derivative 0; x^y at (0, 2) has gradient (0, 0) and
+// Hessian [[2, 0], [0, 0]].
+TEST(Functions, PowAtZero) {
+  using P1 = std::array<double, 1>;
+  EXPECT_EQ(tl::grad([](auto x) { return tl::pow(x, 0.0); }, P1{0.0})[0], 0.0);
+  EXPECT_EQ(tl::grad([](auto x) { return tl::pow(x, 1.0); }, P1{0.0})[0], 1.0);
+  EXPECT_EQ(tl::hvp([](auto x) { return tl::pow(x, 1.0); }, P1{0.0}, P1{1.0})[0], 0.0);
+  const auto f = [](auto x, auto y) { return tl::pow(x, y); };
+  const auto g = tl::grad(f, P2{0.0, 2.0});
+  EXPECT_EQ(g[0], 0.0);
+  EXPECT_EQ(g[1], 0.0);
+  const auto hx = tl::hvp(f, P2{0.0, 2.0}, P2{1.0, 0.0}), hy = tl::hvp(f, P2{0.0, 2.0}, P2{0.0, 1.0});
+  EXPECT_EQ(hx[0], 2.0);
+  EXPECT_EQ(hx[1], 0.0);
+  EXPECT_EQ(hy[0], 0.0);
+  EXPECT_EQ(hy[1], 0.0);
+}
+
 TEST(Functions, ScalarCallsComputeValues) {
   EXPECT_DOUBLE_EQ(tl::relu(-2.0), 0.0);
   EXPECT_NEAR(tl::sigmoid(0.3), sigmoid_ref(0.3), 1e-15);

@@ -57,10 +57,11 @@ template <class T> TL_HD dual<T> erf(dual<T> a) {
 }
 template <class T> TL_HD dual<T> pow(dual<T> a, dual<T> c) {
   // d(a^c) = c a^(c-1) da + a^c log(a) dc; a constant exponent has dc = 0 (and then
-  // a <= 0 is fine: the log term is not formed).
+  // a <= 0 is fine: the log term is not formed). c = 0 has no a-term (0 a^-1 is NaN at
+  // a = 0), and a = 0 no c-term (0^c log 0 is NaN; 0 for c > 0), as in JAX.
   const T y = pow(a.value, c.value);
-  const T da = c.value * pow(a.value, c.value - T(1)) * a.tangent;
-  return {y, c.tangent == T(0) ? da : da + y * log(a.value) * c.tangent};
+  const T da = c.value == T(0) ? T(0) : c.value * pow(a.value, c.value - T(1)) * a.tangent;
+  return {y, c.tangent == T(0) || a.value == T(0) ? da : da + y * log(a.value) * c.tangent};
 }
 }  // namespace math
 

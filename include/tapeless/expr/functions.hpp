@@ -165,7 +165,8 @@ struct power_fn : unary_function<power_fn> {
   double exponent;
   constexpr explicit power_fn(double c) : exponent(c) {}
   template <class T> TL_HD T value_and_derivative(T x, T& d) const {
-    d = T(exponent) * math::pow(x, T(exponent - 1.0));
+    // x^0 has derivative 0 everywhere (0 x^-1 was NaN at x = 0).
+    d = exponent == 0.0 ? T(0) : T(exponent) * math::pow(x, T(exponent - 1.0));
     return math::pow(x, T(exponent));
   }
 };

@@ -80,11 +80,13 @@ template <class A> requires is_expression_v<A>
 constexpr auto operator-(const A& a) { return negate(a); }
 
 // a^b with both a and b expressions (a > 0 where the derivative in b is wanted).
+// At a = 0 the derivative in b is taken as 0 (0^b log 0 is NaN; its limit for b > 0
+// is 0), and b = 0 has none in a, as JAX and PyTorch give them.
 struct pow_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     const T y = math::pow(a, b);
-    da = b * math::pow(a, b - T(1));
-    db = y * math::log(a);
+    da = math::select(b == T(0), T(0), b * math::pow(a, b - T(1)));
+    db = math::select(a == T(0), T(0), y * math::log(a));
     return y;
   }
 };
