@@ -153,6 +153,10 @@ TEST(Functions, PowAtZero) {
   EXPECT_EQ(hx[1], 0.0);
   EXPECT_EQ(hy[0], 0.0);
   EXPECT_EQ(hy[1], 0.0);
+  // An exponent of 0 away from x = 0 keeps its mixed second derivative, 1 / x.
+  const auto h = tl::hessian(f, P2{2.0, 0.0});
+  EXPECT_NEAR(h[0][1], 0.5, 1e-15);
+  EXPECT_NEAR(h[1][0], 0.5, 1e-15);
 }
 
 TEST(Functions, ScalarCallsComputeValues) {

@@ -81,11 +81,14 @@ constexpr auto operator-(const A& a) { return negate(a); }
 
 // a^b with both a and b expressions (a > 0 where the derivative in b is wanted).
 // At a = 0 the derivative in b is taken as 0 (0^b log 0 is NaN; its limit for b > 0
-// is 0), and b = 0 has none in a, as JAX and PyTorch give them.
+// is 0), and at a = b = 0 the one in a too (0 0^-1), as JAX and PyTorch give them.
+// (Only there: b a^(b-1) at b = 0 and a != 0 is 0 with the derivative in b that
+// second derivatives need, 1 / a.)
 struct pow_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     const T y = math::pow(a, b);
-    da = math::select(b == T(0), T(0), b * math::pow(a, b - T(1)));
+    const T full = b * math::pow(a, b - T(1));
+    da = math::select(a == T(0), math::select(b == T(0), T(0), full), full);
     db = math::select(a == T(0), T(0), y * math::log(a));
     return y;
   }
