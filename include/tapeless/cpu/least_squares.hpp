@@ -68,7 +68,7 @@ void accumulate_normal_equations(const Model& model, const T* p, const T* x, con
   constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, K = cpu_lanes;
   group_buffers<Model, K, T> buffers;
   // (core/scratch.hpp: on the heap past 64 KB; the lanes' normal equations take
-  // P (P + 1) / 2 x 16 doubles, 5.8 MB at 300 parameters.)
+  // P (P + 1) / 2 x 16 doubles, 2.6 MB at 200 parameters.)
   group_array<lane_normal_equations<P, K>, 1, K> lane_sums;
   lane_normal_equations<P, K>& lanes = *lane_sums.data();
   group_array<T, In * K, K> xgs;
@@ -111,12 +111,15 @@ lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& m
   std::array<T, P> p;
   for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(at[j]);
   const std::size_t batch = x.batch();
-  const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2);
+  // Whole chunks a thread (cpu/parallel.hpp): each thread's lanes hold P(P+1)/2 x 16
+  // sums, cleared and merged a chunk at a time, far more than a few samples' work.
+  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
+  const std::size_t threads = std::min(cpu_step_threads(0, batch, P * (P + 3) / 2), std::max<std::size_t>(1, chunks));
   std::vector<lsq::detail::compensated> totals(threads * N);
   for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
     accumulate_normal_equations(model, p.data(), x.data(), y.data(), weights, first, last, jacobian,
                                 totals.data() + t * N);
-  });
+  }, cpu_chunk);
   for (std::size_t t = 1; t < threads; ++t)
     for (std::size_t i = 0; i < N; ++i) totals[i].add(totals[t * N + i]);
   std::size_t used = batch;

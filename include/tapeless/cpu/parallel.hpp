@@ -22,7 +22,8 @@ inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split
 // kept 12 of a 16-core host's threads idle: a 2-256x3-1 step took 0.57x JAX's speed
 // there, docs/performance.md 2026-12-06.) Whole lane groups of 16, and 64 so that a
 // thread's samples outweigh what it costs whatever their number: clearing and joining
-// its own gradient sums, P doubles, about as much as 16 samples' products.
+// its own gradient sums, P doubles, about as much as 16 samples' products. (Least
+// squares, whose per-thread sums are P^2 / 2 x 16 lanes, keeps whole chunks.)
 inline constexpr std::size_t cpu_split_unit = 64;
 
 // Work below which one more thread costs more than it saves, in parameter-samples
@@ -62,13 +63,14 @@ inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_coun
 
 // Thread t's samples [first, last) of `threads`: contiguous ranges of whole chunks
 // (so each thread's chunks are the batch's chunks) while there are at least as many
-// chunks as threads, else of whole cpu_split_unit units; the last range ends at the
-// batch's end.
+// chunks as threads, else of whole `small_unit`s (cpu_split_unit; cpu_chunk: whole
+// chunks always); the last range ends at the batch's end.
 struct sample_range {
   std::size_t first, last;
 };
-inline sample_range split_range(std::size_t batch, std::size_t threads, std::size_t t) {
-  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_unit;
+inline sample_range split_range(std::size_t batch, std::size_t threads, std::size_t t,
+                                std::size_t small_unit = cpu_split_unit) {
+  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : small_unit;
   const std::size_t units = (batch + unit - 1) / unit;
   return {std::min(batch, units * t / threads * unit), std::min(batch, units * (t + 1) / threads * unit)};
 }
@@ -82,9 +84,9 @@ inline thread_pool& cpu_pool() {
 // on the pool when threads > 1. The ranges depend on the batch and the thread count
 // only, and callers join per-thread results in index order: deterministic.
 template <class Pass>
-void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass) {
+void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass, std::size_t small_unit = cpu_split_unit) {
   const auto run = [&](std::size_t t) {
-    const sample_range r = split_range(batch, threads, t);
+    const sample_range r = split_range(batch, threads, t, small_unit);
     pass(t, r.first, r.last);
   };
   if (threads == 1) run(0);  // small steps: no pool, no indirect call
