@@ -232,7 +232,9 @@ TEST(Threads, RangesTileTheBatchAndReachEveryThread) {
         const auto r = tl::detail::split_range(batch, threads, t);
         EXPECT_EQ(r.first, next) << batch << " samples, " << threads << " threads, range " << t;
         EXPECT_LE(r.first, r.last);
-        if (r.last != batch) EXPECT_EQ(r.last % unit, 0u) << batch << " samples, " << threads << " threads";
+        if (r.last != batch) {
+          EXPECT_EQ(r.last % unit, 0u) << batch << " samples, " << threads << " threads";
+        }
         with_samples += r.last > r.first;
         next = r.last;
       }

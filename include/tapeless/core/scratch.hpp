@@ -14,14 +14,17 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/config.hpp"
 
 namespace tl::detail {
 
-// Larger groups of arrays go to the scratch stack: 64 KB, so that a chain's nested
-// frames (one delta array a layer) stay far below a thread's 8 MB.
+// Larger arrays go to the scratch stack. The bound is per array: a chain's backward
+// keeps one delta array a layer in one frame (it is inlined), so a chain of some 120
+// layers 1024 wide forced onto the lane pass (whose choice takes the blocked pass for
+// such chains) could still reach a thread's 8 MB.
 inline constexpr std::size_t stack_array_bytes = std::size_t(64) << 10;
 
 class scratch_stack {
@@ -87,10 +90,15 @@ struct group_array {
 };
 template <class T, std::size_t N, std::size_t K>
 struct group_array<T, N, K, false> {
-  // (Host code only: the branch keeps nvcc from asking for a device version.)
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T> &&
+                    alignof(T) <= 64,
+                "tapeless: group_array holds plain values (the scratch stack neither constructs nor destroys)");
+  // (Host code only: the branch keeps nvcc from asking for a device version.) The
+  // placement new begins the array's lifetime in reused memory; for plain values it
+  // writes nothing.
   TL_HD group_array() {
 #if !TL_ON_DEVICE
-    values = static_cast<T*>(scratch_stack::of_this_thread().take(N * sizeof(T), where));
+    values = std::launder(::new (scratch_stack::of_this_thread().take(N * sizeof(T), where)) T[N]);
 #endif
   }
   TL_HD ~group_array() {

@@ -1,11 +1,13 @@
 // The CPU backend: the whole batch in one fused pass. The lane pass (here): for each
 // group of 16 samples, forward, loss, backward and gradient accumulation happen back
-// to back on a few kilobytes of stack scratch (no per-layer batch matrices),
+// to back on a few kilobytes of stack scratch for most models, a per-thread scratch
+// stack for wide ones (core/scratch.hpp; no per-layer batch matrices),
 // vectorized across the group's samples. Gradients are summed per lane over chunks of
 // 256 samples and the chunks in double, so large batches stay accurate. Chains of
 // wide dense layers take the blocked pass instead (cpu/blocked_chain.hpp; the choice:
 // cpu/pass_choice.hpp). When a step holds enough work, the batch is split into
-// contiguous ranges of chunks over a persistent thread pool and the ranges are joined
+// contiguous ranges (whole chunks, or 64-sample units for a batch of fewer chunks than
+// threads: cpu/parallel.hpp) over a persistent thread pool and the ranges are joined
 // in a fixed order: the result depends on the thread count, never on timing.
 #pragma once
 

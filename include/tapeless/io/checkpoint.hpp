@@ -117,10 +117,16 @@ checkpoint_contents<T> read_checkpoint(const std::filesystem::path& path, std::s
     // The step as save() writes it: decimal digits only (std::stol alone took "" as 0,
     // and " 5" and "+5" as 5).
     const auto step = meta.find("tapeless.step");
-    const bool digits = step != meta.end() && !step->second.empty() && step->second.size() <= 18 &&
-                        step->second.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) throw io_error("tapeless: " + path.string() + ": the metadata has no valid \"tapeless.step\"");
-    contents.step = std::stol(step->second);
+    bool valid = step != meta.end() && !step->second.empty() &&
+                 step->second.find_first_not_of("0123456789") == std::string::npos;
+    if (valid) {
+      try {
+        contents.step = std::stol(step->second);
+      } catch (const std::out_of_range&) {  // past a long
+        valid = false;
+      }
+    }
+    if (!valid) throw io_error("tapeless: " + path.string() + ": the metadata has no valid \"tapeless.step\"");
   }
   return contents;
 }

@@ -7,6 +7,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <limits>
 #include <stdexcept>
 
 #include "tapeless/core/math.hpp"
@@ -49,7 +50,8 @@ struct mae_loss : elementwise_loss_base<mae_loss> {
 struct huber_loss : elementwise_loss_base<huber_loss> {
   double delta = 1.0;
   constexpr explicit huber_loss(double d = 1.0) : delta(d) {
-    if (!(d > 0 && d < 1e308)) throw std::invalid_argument("tapeless::huber_loss: delta must be positive and finite");
+    if (!(d > 0 && d <= std::numeric_limits<double>::max()))
+      throw std::invalid_argument("tapeless::huber_loss: delta must be positive and finite");
   }
   template <class T> TL_HD T element(T yhat, T y, T& d) const {
     const T r = yhat - y, a = math::abs(r), dl = T(delta);
