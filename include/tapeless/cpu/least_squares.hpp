@@ -111,10 +111,10 @@ lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& m
   std::array<T, P> p;
   for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(at[j]);
   const std::size_t batch = x.batch();
-  // Whole chunks a thread (cpu/parallel.hpp): each thread's lanes hold P(P+1)/2 x 16
-  // sums, cleared and merged a chunk at a time, far more than a few samples' work.
-  const std::size_t chunks = (batch + cpu_chunk - 1) / cpu_chunk;
-  const std::size_t threads = std::min(cpu_step_threads(0, batch, P * (P + 3) / 2), std::max<std::size_t>(1, chunks));
+  // Whole chunks a thread (cpu/parallel.hpp's small_unit): each thread's lanes hold
+  // P(P+1)/2 x 16 sums, cleared and merged a chunk at a time, far more than a few
+  // samples' work.
+  const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2, cpu_work_per_thread, cpu_chunk);
   std::vector<lsq::detail::compensated> totals(threads * N);
   for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
     accumulate_normal_equations(model, p.data(), x.data(), y.data(), weights, first, last, jacobian,

@@ -52,12 +52,14 @@ inline std::size_t cpu_thread_cap() {
   return cap;
 }
 
-// Threads for a step: one per work_per_thread of work, a split unit of samples at least each.
+// Threads for a step: one per work_per_thread of work, a `small_unit` of samples at
+// least each (the unit split_range cuts a small batch into).
 inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
-                                   double work_per_thread = cpu_work_per_thread) {
+                                   double work_per_thread = cpu_work_per_thread,
+                                   std::size_t small_unit = cpu_split_unit) {
   const double work = double(batch) * double(parameter_count);
   const std::size_t by_work = static_cast<std::size_t>(work / work_per_thread);
-  const std::size_t units = (batch + cpu_split_unit - 1) / cpu_split_unit;
+  const std::size_t units = (batch + small_unit - 1) / small_unit;
   return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, units}));
 }
 
@@ -115,8 +117,9 @@ inline std::size_t cpu_threads_for_values(std::size_t n) {
 
 // The threads a step takes: `threads` when given, else by work; never more than the pool.
 inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample,
-                                    double work_per_thread = cpu_work_per_thread) {
-  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample, work_per_thread);
+                                    double work_per_thread = cpu_work_per_thread,
+                                    std::size_t small_unit = cpu_split_unit) {
+  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample, work_per_thread, small_unit);
   return threads > 1 ? std::min(threads, cpu_pool().size()) : threads;
 }
 
