@@ -22,6 +22,38 @@ struct value_tangent {
   T value, tangent;
 };
 
+// One scheduled node's value and tangent from its children's slots: free functions
+// of graph.hpp's small step types, not members named after the expression (see there).
+template <std::size_t Seed, class T, std::size_t I>
+TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T* point, graph::load_variable<I>, std::size_t i) {
+  value[i] = point[I];
+  tangent[i] = I == Seed ? T(1) : T(0);
+}
+template <std::size_t Seed, class T, class Literal>
+TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::load_literal<Literal>, std::size_t i) {
+  value[i] = T(Literal::value);
+  tangent[i] = T(0);
+}
+template <std::size_t Seed, class T, class Op, std::size_t A>
+TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::unary_step<Op, A>, std::size_t i) {
+  T d;
+  value[i] = Op{}.value_and_derivative(value[A], d);
+  tangent[i] = d * tangent[A];
+}
+template <std::size_t Seed, class T, class Op, std::size_t A, std::size_t B>
+TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::binary_step<Op, A, B>, std::size_t i) {
+  T da, db;
+  value[i] = Op::apply(value[A], value[B], da, db);
+  tangent[i] = da * tangent[A] + db * tangent[B];
+}
+template <std::size_t Seed, class T, class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q>
+TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::where_step<Compare, A, B, P, Q>,
+                                  std::size_t i) {
+  const auto take_p = Compare::test(value[A], value[B]);
+  value[i] = math::select(take_p, value[P], value[Q]);
+  tangent[i] = math::select(take_p, tangent[P], tangent[Q]);
+}
+
 // Seed: the derivative with respect to variable Seed.
 template <class Expr, class T, std::size_t Seed>
 class tangent_sweep {
@@ -34,7 +66,7 @@ class tangent_sweep {
   TL_HD TL_INLINE static value_tangent<T> run(const Expr& expr, const T* point) {
     std::array<T, slots> value{}, tangent{};
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (node(I, point, value, tangent, graph::type_at<I>(schedule{})), ...);
+      (tangent_step<Seed>(value.data(), tangent.data(), point, graph::step_at<I, schedule>{}, I), ...);
     }(std::make_index_sequence<slots>{});
     return eval(expr, value, tangent);
   }
@@ -60,25 +92,6 @@ class tangent_sweep {
       const auto p = child(node.p());
       const auto q = child(node.q());
       return {math::select(take_p, p.value, q.value), math::select(take_p, p.tangent, q.tangent)};
-    }
-  }
-
-  template <class Node>
-  TL_HD TL_INLINE static void node(std::size_t i, const T* point, std::array<T, slots>& value,
-                                   std::array<T, slots>& tangent, std::type_identity<Node>) {
-    if constexpr (requires { Node::index; }) {
-      value[i] = point[Node::index];
-      tangent[i] = Node::index == Seed ? T(1) : T(0);
-    } else if constexpr (requires { Node::value; }) {
-      value[i] = T(Node::value);
-      tangent[i] = T(0);
-    } else {
-      const auto r = combine(Node{}, [&](const auto& c) {
-        using C = std::remove_cvref_t<decltype(c)>;
-        return value_tangent<T>{value[slot<C>], tangent[slot<C>]};
-      });
-      value[i] = r.value;
-      tangent[i] = r.tangent;
     }
   }
 

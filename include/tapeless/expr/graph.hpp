@@ -5,34 +5,54 @@
 #pragma once
 
 #include <cstddef>
-#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "tapeless/expr/node.hpp"
 
 namespace tl::graph {
 
+template <class T> struct type_tag {};
+
+// A type list, and each type with its position as an overload of two functions:
+// finding a type's position, or the type at a position, is one overload resolution
+// (the list is walked once), not a search instantiated per lookup (quadratic in the
+// schedule's length). Overloads, not a deduced base class: g++ 12 fails deducing
+// against a floating-point template argument (literal<0.5>).
+template <std::size_t I, class T>
+struct indexed_type {
+  static constexpr std::size_t position(const type_tag<T>*) { return I; }
+  static constexpr std::type_identity<T> type_at(const std::integral_constant<std::size_t, I>*) { return {}; }
+};
+template <class Positions, class... Ts> struct indexed_types;
+template <std::size_t... I, class... Ts>
+struct indexed_types<std::index_sequence<I...>, Ts...> : indexed_type<I, Ts>... {
+  using indexed_type<I, Ts>::position...;
+  using indexed_type<I, Ts>::type_at...;
+};
+
 template <class... Ts>
 struct type_list {
   static constexpr std::size_t size = sizeof...(Ts);
+  using indexed = indexed_types<std::index_sequence_for<Ts...>, Ts...>;
 };
 
+// Membership as a base-class test, for the same reason: the schedule below asks it
+// at every edge of the graph, of a list that grows as it goes.
+template <class... Ts> struct type_set : type_tag<Ts>... {};
 template <class T, class List> struct contains;
 template <class T, class... Ts>
-struct contains<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
+struct contains<T, type_list<Ts...>> : std::is_base_of<type_tag<T>, type_set<Ts...>> {};
 
-template <class T, class... Ts>
-consteval std::size_t index_of(type_list<Ts...>) {
-  constexpr bool matches[] = {std::is_same_v<T, Ts>..., false};
-  std::size_t i = 0;
-  while (!matches[i]) ++i;
-  return i;
+template <class T, class List>
+consteval std::size_t index_of(List) {
+  return List::indexed::position(static_cast<const type_tag<T>*>(nullptr));
 }
 
-// The I-th type of a list, as a tag value: sweeps dispatch on it.
-template <std::size_t I, class... Ts>
-constexpr auto type_at(type_list<Ts...>) {
-  return std::type_identity<std::tuple_element_t<I, std::tuple<Ts...>>>{};
+// The I-th type of a list, as a tag value (std::type_identity).
+template <std::size_t I, class List>
+consteval auto type_at(List) {
+  return List::indexed::type_at(static_cast<const std::integral_constant<std::size_t, I>*>(nullptr));
 }
 
 template <class T, class List> struct append;
@@ -76,6 +96,35 @@ struct collect<where_node<C, A, B, P, Q>, Acc, false> {
 
 template <class Expr>
 using schedule_t = collect_t<std::remove_cvref_t<Expr>, type_list<>>;
+
+// What a sweep does at the I-th scheduled node, with its children named by their
+// slots: a small type (the operation and a few numbers), so the code generated for a
+// node is not named after the node's whole subgraph. (g++ mangles every function it
+// generates, even those it inlines; named after their nodes, the sweep's functions
+// made a 64-output sample loss spend most of its build in the mangler.)
+template <std::size_t Index> struct load_variable {};
+template <class Literal> struct load_literal {};
+template <class Op, std::size_t A> struct unary_step {};
+template <class Op, std::size_t A, std::size_t B> struct binary_step {};
+template <class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q> struct where_step {};
+
+template <class Node, class List> struct step_of;
+template <std::size_t I, class List>
+struct step_of<variable<I>, List> { using type = load_variable<I>; };
+template <auto V, class List>
+struct step_of<literal<V>, List> { using type = load_literal<literal<V>>; };
+template <class Op, class A, class List>
+struct step_of<unary_node<Op, A>, List> { using type = unary_step<Op, index_of<A>(List{})>; };
+template <class Op, class A, class B, class List>
+struct step_of<binary_node<Op, A, B>, List> {
+  using type = binary_step<Op, index_of<A>(List{}), index_of<B>(List{})>;
+};
+template <class C, class A, class B, class P, class Q, class List>
+struct step_of<where_node<C, A, B, P, Q>, List> {
+  using type = where_step<C, index_of<A>(List{}), index_of<B>(List{}), index_of<P>(List{}), index_of<Q>(List{})>;
+};
+template <std::size_t I, class List>
+using step_at = typename step_of<typename decltype(type_at<I>(List{}))::type, List>::type;
 
 // Largest variable index + 1 (0 when the expression has no variable).
 template <class List> struct arity;

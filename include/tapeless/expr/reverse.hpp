@@ -21,6 +21,52 @@
 
 namespace tl::detail {
 
+// One scheduled node's forward step (its value and local partials) and backward step
+// (its adjoint handed to its children), on the sweep's slot arrays. Free functions of
+// graph.hpp's small step types, not members named after the expression.
+template <class T, std::size_t I>
+TL_HD TL_INLINE void forward_step(T* value, std::array<T, 2>*, const T* point, graph::load_variable<I>, std::size_t i) {
+  value[i] = point[I];
+}
+template <class T, class Literal>
+TL_HD TL_INLINE void forward_step(T* value, std::array<T, 2>*, const T*, graph::load_literal<Literal>, std::size_t i) {
+  value[i] = T(Literal::value);
+}
+template <class T, class Op, std::size_t A>
+TL_HD TL_INLINE void forward_step(T* value, std::array<T, 2>* partial, const T*, graph::unary_step<Op, A>, std::size_t i) {
+  value[i] = Op{}.value_and_derivative(value[A], partial[i][0]);
+}
+template <class T, class Op, std::size_t A, std::size_t B>
+TL_HD TL_INLINE void forward_step(T* value, std::array<T, 2>* partial, const T*, graph::binary_step<Op, A, B>, std::size_t i) {
+  value[i] = Op::apply(value[A], value[B], partial[i][0], partial[i][1]);
+}
+template <class T, class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q>
+TL_HD TL_INLINE void forward_step(T* value, std::array<T, 2>* partial, const T*, graph::where_step<Compare, A, B, P, Q>,
+                                  std::size_t i) {
+  const auto take_p = Compare::test(value[A], value[B]);
+  partial[i][0] = math::select(take_p, T(1), T(0));
+  partial[i][1] = T(1) - partial[i][0];
+  value[i] = math::select(take_p, value[P], value[Q]);
+}
+
+template <class T, class Leaf>
+TL_HD TL_INLINE void backward_step(T*, const std::array<T, 2>*, Leaf, std::size_t) {}  // variables and literals
+template <class T, class Op, std::size_t A>
+TL_HD TL_INLINE void backward_step(T* adjoint, const std::array<T, 2>* partial, graph::unary_step<Op, A>, std::size_t i) {
+  adjoint[A] += adjoint[i] * partial[i][0];
+}
+template <class T, class Op, std::size_t A, std::size_t B>
+TL_HD TL_INLINE void backward_step(T* adjoint, const std::array<T, 2>* partial, graph::binary_step<Op, A, B>, std::size_t i) {
+  adjoint[A] += adjoint[i] * partial[i][0];
+  adjoint[B] += adjoint[i] * partial[i][1];
+}
+template <class T, class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q>
+TL_HD TL_INLINE void backward_step(T* adjoint, const std::array<T, 2>* partial, graph::where_step<Compare, A, B, P, Q>,
+                                   std::size_t i) {
+  adjoint[P] += adjoint[i] * partial[i][0];
+  adjoint[Q] += adjoint[i] * partial[i][1];
+}
+
 template <class Expr, class T, std::size_t N>
 class reverse_sweep {
   using schedule = graph::schedule_t<Expr>;
@@ -39,7 +85,7 @@ class reverse_sweep {
   // exponentially with the depth of a shared expression.)
   TL_HD TL_INLINE void forward(const T* point) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (forward_node(I, point, graph::type_at<I>(schedule{})), ...);
+      (forward_step(value.data(), partial.data(), point, graph::step_at<I, schedule>{}, I), ...);
     }(std::make_index_sequence<slots>{});
   }
 
@@ -49,7 +95,7 @@ class reverse_sweep {
     up<0>(expr);
     down<0>(expr, T(1));
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (backward_node(slots - 1 - I, graph::type_at<slots - 1 - I>(schedule{})), ...);
+      (backward_step(adjoint.data(), partial.data(), graph::step_at<slots - 1 - I, schedule>{}, slots - 1 - I), ...);
     }(std::make_index_sequence<slots>{});
     return top_value[0];
   }
@@ -70,38 +116,6 @@ class reverse_sweep {
   }
 
  private:
-
-  template <class Node>
-  TL_HD TL_INLINE void forward_node(std::size_t i, const T* point, std::type_identity<Node>) {
-    if constexpr (requires { Node::index; }) {
-      value[i] = point[Node::index];
-    } else if constexpr (requires { Node::value; }) {
-      value[i] = T(Node::value);
-    } else if constexpr (requires { typename Node::arg_type; }) {
-      value[i] = decltype(Node::op){}.value_and_derivative(value[slot<typename Node::arg_type>], partial[i][0]);
-    } else if constexpr (requires { typename Node::lhs_type; }) {
-      value[i] = Node::op_type::apply(value[slot<typename Node::lhs_type>], value[slot<typename Node::rhs_type>],
-                                      partial[i][0], partial[i][1]);
-    } else {
-      const auto take_p = Node::compare_type::test(value[slot<typename Node::a_type>], value[slot<typename Node::b_type>]);
-      partial[i][0] = math::select(take_p, T(1), T(0));
-      partial[i][1] = T(1) - partial[i][0];
-      value[i] = math::select(take_p, value[slot<typename Node::p_type>], value[slot<typename Node::q_type>]);
-    }
-  }
-
-  template <class Node>
-  TL_HD TL_INLINE void backward_node(std::size_t i, std::type_identity<Node>) {
-    if constexpr (requires { typename Node::arg_type; }) {
-      adjoint[slot<typename Node::arg_type>] += adjoint[i] * partial[i][0];
-    } else if constexpr (requires { typename Node::lhs_type; }) {
-      adjoint[slot<typename Node::lhs_type>] += adjoint[i] * partial[i][0];
-      adjoint[slot<typename Node::rhs_type>] += adjoint[i] * partial[i][1];
-    } else if constexpr (requires { typename Node::p_type; }) {
-      adjoint[slot<typename Node::p_type>] += adjoint[i] * partial[i][0];
-      adjoint[slot<typename Node::q_type>] += adjoint[i] * partial[i][1];
-    }
-  }
 
   // ---- the unshareable top of the expression: evaluated in place -------------
   // Every occurrence of a node above the shareable part gets a fixed position in
