@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Clean-build times with g++ of examples/polyfit and of dense chains of depth 2..16
-# (width 16, gelu), the seed fit's training loop instantiated for each; median of 3.
+# Clean-build times with g++ of examples/polyfit, of dense chains of depth 2..16
+# (width 16, gelu), the seed fit's training loop instantiated for each, and of a
+# cross-entropy sample_loss over 16 and 64 outputs; median of 3.
 # With --nvcc, the nvcc builds instead (-O2 -arch=sm_90, as meson builds .cu): the seed
 # fit trained on the GPU, issue 8's 2-128x3-1 silu chain (the layered path), and the
 # grid's 32-8 (the tiled kernels, the layered path compiled in beside them).
@@ -83,4 +84,26 @@ printf "| examples/curvefit.cpp (expression model, least squares) | %.2f |\n" "$
 for depth in 2 4 8 16; do
   chain_source $depth >"$work/chain$depth.cpp"
   printf "| chain of depth %d (width 16) | %.2f |\n" $depth "$(median_seconds g++ "${flags[@]}" "$work/chain$depth.cpp" -o "$work/chain$depth")"
+done
+# The README's cross-entropy written as a sample_loss over N outputs (an expression
+# graph of 9 N nodes), trained by a 2-16-N tanh network.
+sample_loss_source() {
+  cat <<SRC
+#include "tapeless/tapeless.hpp"
+int main() {
+  constexpr std::size_t N = $1;
+  const auto cross_entropy = tl::sample_loss<N>([](const auto& yhat, const auto& y) {
+    return tl::logsumexp(yhat) * tl::sum(y) - tl::dot(y, yhat); });
+  const auto model = tl::chain(tl::dense<2, 16>(tl::tanh), tl::dense<16, N>());
+  tl::rng gen(1);
+  tl::train_state state(model, tl::init<float>(model, gen), tl::adam{0.01f});
+  tl::matrix x(2, 64), y(N, 64);
+  for (std::size_t i = 0; i < 64; ++i) { x(0, i) = 0.01f * float(i); x(1, i) = 1; y(i % N, i) = 1; }
+  return tl::fit(state, cross_entropy, x, y, 10, {.progress = false}).loss_history.back() > 1e9f;
+}
+SRC
+}
+for outputs in 16 64; do
+  sample_loss_source $outputs >"$work/sample_loss$outputs.cpp"
+  printf "| cross-entropy sample_loss over %d outputs | %.2f |\n" $outputs "$(median_seconds g++ "${flags[@]}" "$work/sample_loss$outputs.cpp" -o "$work/sample_loss$outputs" -pthread)"
 done

@@ -98,6 +98,8 @@ TEST(Functions, MinMaxAndWhere) {
 }
 
 TEST(ExpressionArrays, ReductionsAndSoftmax) {
+  // mean's 1/N is a literal, so a mean of shareable elements is shared (not copied per use).
+  static_assert(tl::is_shareable_v<decltype(tl::mean(tl::variables<0, 3>()))>);
   using P3 = std::array<double, 3>;
   std::mt19937_64 gen(49);
   for (int n = 0; n < points_per_function; ++n) {

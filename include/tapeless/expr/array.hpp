@@ -148,7 +148,9 @@ constexpr auto sum(const expression_array<Es...>& a) {
   return sum_over<sizeof...(Es)>([&](auto i) { return a[i]; });
 }
 template <class... Es>
-constexpr auto mean(const expression_array<Es...>& a) { return sum(a) * (1.0 / double(sizeof...(Es))); }
+constexpr auto mean(const expression_array<Es...>& a) {  // 1/N as a literal: the mean stays shareable
+  return sum(a) * literal<1.0 / double(sizeof...(Es))>{};
+}
 template <class A, class B> requires is_expression_array_v<A> && is_expression_array_v<B>
 constexpr auto dot(const A& a, const B& b) { return sum(a * b); }
 

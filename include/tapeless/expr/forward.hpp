@@ -60,7 +60,7 @@ class tangent_sweep {
   using schedule = graph::schedule_t<Expr>;
   static constexpr std::size_t slots = schedule::size;
   template <class Node>
-  static constexpr std::size_t slot = graph::index_of<Node>(schedule{});
+  using slot_of = graph::index_of<Node, schedule>;
 
  public:
   TL_HD TL_INLINE static value_tangent<T> run(const Expr& expr, const T* point) {
@@ -99,7 +99,7 @@ class tangent_sweep {
   TL_HD TL_INLINE static value_tangent<T> eval(const Node& n, const std::array<T, slots>& value,
                                                const std::array<T, slots>& tangent) {
     if constexpr (is_shareable_v<Node>) {
-      return {value[slot<Node>], tangent[slot<Node>]};
+      return {value[slot_of<Node>::value], tangent[slot_of<Node>::value]};
     } else if constexpr (requires { n.value; } && !requires { typename Node::arg_type; }) {
       return {T(n.value), T(0)};  // a run-time constant
     } else {

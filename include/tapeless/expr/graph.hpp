@@ -14,15 +14,18 @@ namespace tl::graph {
 
 template <class T> struct type_tag {};
 
-// A type list, and each type with its position as an overload of two functions:
-// finding a type's position, or the type at a position, is one overload resolution
-// (the list is walked once), not a search instantiated per lookup (quadratic in the
-// schedule's length). Overloads, not a deduced base class: g++ 12 fails deducing
-// against a floating-point template argument (literal<0.5>).
+// A type list, and each type with its position as an overload of two functions that
+// are only ever named inside decltype: finding a type's position, or the type at a
+// position, is one overload resolution (the list is walked once), not a search
+// instantiated per lookup (quadratic in the schedule's length), and nothing is
+// evaluated, so g++ mangles nothing (it names every function a constant expression
+// calls, consteval ones too: with the whole list in their names, cubic). Overloads,
+// not a deduced base class: g++ 12 fails deducing against a floating-point template
+// argument (literal<0.5>).
 template <std::size_t I, class T>
 struct indexed_type {
-  static constexpr std::size_t position(const type_tag<T>*) { return I; }
-  static constexpr std::type_identity<T> type_at(const std::integral_constant<std::size_t, I>*) { return {}; }
+  static std::integral_constant<std::size_t, I> position(const type_tag<T>*);
+  static std::type_identity<T> type_at(const std::integral_constant<std::size_t, I>*);
 };
 template <class Positions, class... Ts> struct indexed_types;
 template <std::size_t... I, class... Ts>
@@ -44,16 +47,16 @@ template <class T, class List> struct contains;
 template <class T, class... Ts>
 struct contains<T, type_list<Ts...>> : std::is_base_of<type_tag<T>, type_set<Ts...>> {};
 
+// The position of T in List, as std::integral_constant<std::size_t, position>: a type,
+// not a variable template, since g++ also names (mangles) every variable template
+// specialization it meets, and this one's name would hold the whole list.
 template <class T, class List>
-consteval std::size_t index_of(List) {
-  return List::indexed::position(static_cast<const type_tag<T>*>(nullptr));
-}
+using index_of = decltype(List::indexed::position(static_cast<const type_tag<T>*>(nullptr)));
 
-// The I-th type of a list, as a tag value (std::type_identity).
+// The I-th type of List.
 template <std::size_t I, class List>
-consteval auto type_at(List) {
-  return List::indexed::type_at(static_cast<const std::integral_constant<std::size_t, I>*>(nullptr));
-}
+using type_at = typename decltype(List::indexed::type_at(
+    static_cast<const std::integral_constant<std::size_t, I>*>(nullptr)))::type;
 
 template <class T, class List> struct append;
 template <class T, class... Ts>
@@ -97,6 +100,14 @@ struct collect<where_node<C, A, B, P, Q>, Acc, false> {
 template <class Expr>
 using schedule_t = collect_t<std::remove_cvref_t<Expr>, type_list<>>;
 
+// The slot of T in List as index_of, or not_listed where List does not hold T (a
+// variable the expression does not use).
+struct not_listed {};
+template <class T, class List, bool = contains<T, List>::value>
+struct slot_if_listed { using type = not_listed; };
+template <class T, class List>
+struct slot_if_listed<T, List, true> { using type = index_of<T, List>; };
+
 // What a sweep does at the I-th scheduled node, with its children named by their
 // slots: a small type (the operation and a few numbers), so the code generated for a
 // node is not named after the node's whole subgraph. (g++ mangles every function it
@@ -114,17 +125,17 @@ struct step_of<variable<I>, List> { using type = load_variable<I>; };
 template <auto V, class List>
 struct step_of<literal<V>, List> { using type = load_literal<literal<V>>; };
 template <class Op, class A, class List>
-struct step_of<unary_node<Op, A>, List> { using type = unary_step<Op, index_of<A>(List{})>; };
+struct step_of<unary_node<Op, A>, List> { using type = unary_step<Op, index_of<A, List>::value>; };
 template <class Op, class A, class B, class List>
 struct step_of<binary_node<Op, A, B>, List> {
-  using type = binary_step<Op, index_of<A>(List{}), index_of<B>(List{})>;
+  using type = binary_step<Op, index_of<A, List>::value, index_of<B, List>::value>;
 };
 template <class C, class A, class B, class P, class Q, class List>
 struct step_of<where_node<C, A, B, P, Q>, List> {
-  using type = where_step<C, index_of<A>(List{}), index_of<B>(List{}), index_of<P>(List{}), index_of<Q>(List{})>;
+  using type = where_step<C, index_of<A, List>::value, index_of<B, List>::value, index_of<P, List>::value, index_of<Q, List>::value>;
 };
 template <std::size_t I, class List>
-using step_at = typename step_of<typename decltype(type_at<I>(List{}))::type, List>::type;
+using step_at = typename step_of<type_at<I, List>, List>::type;
 
 // Largest variable index + 1 (0 when the expression has no variable).
 template <class List> struct arity;

@@ -67,13 +67,19 @@ TL_HD TL_INLINE void backward_step(T* adjoint, const std::array<T, 2>* partial, 
   adjoint[Q] += adjoint[i] * partial[i][1];
 }
 
+// An adjoint by slot; 0 for a variable the expression does not use.
+template <class T, std::size_t S>
+TL_HD TL_INLINE T adjoint_at(const T* adjoint, std::integral_constant<std::size_t, S>) { return adjoint[S]; }
+template <class T>
+TL_HD TL_INLINE T adjoint_at(const T*, graph::not_listed) { return T(0); }
+
 template <class Expr, class T, std::size_t N>
 class reverse_sweep {
   using schedule = graph::schedule_t<Expr>;
   static constexpr std::size_t slots = schedule::size;
 
   template <class Node>
-  static constexpr std::size_t slot = graph::index_of<Node>(schedule{});
+  using slot_of = graph::index_of<Node, schedule>;
 
  public:
   std::array<T, slots> value{};
@@ -100,18 +106,19 @@ class reverse_sweep {
     return top_value[0];
   }
 
-  // d expression / d variable I (0 where the expression does not use it).
-  template <std::size_t I>
-  TL_HD TL_INLINE T adjoint_of_variable() const {
-    if constexpr (graph::contains<variable<I>, schedule>::value) return adjoint[slot<variable<I>>];
-    else return T(0);
+  // f(v, d expression / d variable v) for v = 0 .. Count - 1 (0 for a variable the
+  // expression does not use), in one fold: no function generated per variable, which
+  // g++ would name after the whole expression (graph.hpp).
+  template <std::size_t Count = N, class F>
+  TL_HD TL_INLINE void each_variable_adjoint(F&& f) const {
+    [&]<std::size_t... V>(std::index_sequence<V...>) {
+      (f(V, adjoint_at(adjoint.data(), typename graph::slot_if_listed<variable<V>, schedule>::type{})), ...);
+    }(std::make_index_sequence<Count>{});
   }
 
   std::array<T, N> gradient() const {
     std::array<T, N> g{};
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((g[I] = adjoint_of_variable<I>()), ...);
-    }(std::make_index_sequence<N>{});
+    each_variable_adjoint([&](std::size_t v, const T& d) { g[v] = d; });
     return g;
   }
 
@@ -131,7 +138,7 @@ class reverse_sweep {
   template <std::size_t At, class Node>
   TL_HD TL_INLINE void up(const Node& node) {
     if constexpr (is_shareable_v<Node>) {
-      top_value[At] = value[slot<Node>];
+      top_value[At] = value[slot_of<Node>::value];
     } else if constexpr (requires { typename Node::arg_type; }) {
       up<At + 1>(node.arg());
       top_value[At] = node.op.value_and_derivative(top_value[At + 1], top_partial[At][0]);
@@ -159,7 +166,7 @@ class reverse_sweep {
   template <std::size_t At, class Node>
   TL_HD TL_INLINE void down(const Node& node, T seed) {
     if constexpr (is_shareable_v<Node>) {
-      adjoint[slot<Node>] += seed;
+      adjoint[slot_of<Node>::value] += seed;
     } else if constexpr (requires { typename Node::arg_type; }) {
       down<At + 1>(node.arg(), seed * top_partial[At][0]);
     } else if constexpr (requires { typename Node::lhs_type; }) {

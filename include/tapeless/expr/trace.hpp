@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/expr/array.hpp"
 #include "tapeless/expr/graph.hpp"
 #include "tapeless/expr/operators.hpp"
 
@@ -87,14 +88,28 @@ constexpr bool check_trace() {
   }
 }
 
-// The expression f builds from var<0>..var<N-1> (f itself when it is one).
+// An expression (or an array of them) that holds no run-time constant: its type is
+// all there is to it.
+template <class R>
+inline constexpr bool is_type_only_v = is_shareable_v<R>;
+template <class... Es>
+inline constexpr bool is_type_only_v<expression_array<Es...>> = (is_shareable_v<Es> && ...);
+
+// The expression f builds from var<0>..var<N-1> (f itself when it is one). When f
+// holds nothing and its result holds no run-time constant, the result is made from
+// its type and f is not called: the functions that build it are then only
+// instantiated, never compiled (for a sample loss over 64 outputs, hundreds of
+// functions whose names spell out the graph).
 template <std::size_t N, class F>
 constexpr auto trace(const F& f) {
   if constexpr (is_expression_v<F>) {
     return f;
   } else {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) { return f(variable<I>{}...); }(
-        std::make_index_sequence<N>{});
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      using R = std::remove_cvref_t<std::invoke_result_t<const F&, variable<I>...>>;
+      if constexpr (std::is_empty_v<F> && is_type_only_v<R>) return R{};
+      else return f(variable<I>{}...);
+    }(std::make_index_sequence<N>{});
   }
 }
 

@@ -47,9 +47,7 @@ struct expression_sample_loss {
       }
       detail::reverse_sweep<Expr, T, 2 * N> sweep;
       loss[k] = sweep.value_and_backward(expr_.get(), point);
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((dyhat[I * K + k] = sweep.template adjoint_of_variable<I>()), ...);
-      }(std::make_index_sequence<N>{});
+      sweep.template each_variable_adjoint<N>([&](std::size_t i, const T& d) { dyhat[i * K + k] = d; });
     }
   }
 };

@@ -71,9 +71,7 @@ struct expression_model_layer {
     using E = decltype(detail::output_type_at<O>(formulas));
     reverse_sweep_of<E, T> sweep;
     const T value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
-    [&]<std::size_t... V>(std::index_sequence<V...>) {
-      ((d[V] = sweep.template adjoint_of_variable<V>()), ...);
-    }(std::make_index_sequence<variables>{});
+    sweep.each_variable_adjoint([&](std::size_t v, const T& dv) { d[v] = dv; });
     return value;
   }
 
@@ -125,9 +123,8 @@ struct expression_model_layer {
     reverse_sweep_of<E, lanes<T, K>> sweep;
     const lanes<T, K> value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
     for (std::size_t k = 0; k < K; ++k) out[O * K + k] = value.v[k];
-    [&]<std::size_t... V>(std::index_sequence<V...>) {
-      ((store_lanes<K>(sweep.template adjoint_of_variable<V>(), saved + (O * variables + V) * K)), ...);
-    }(std::make_index_sequence<variables>{});
+    sweep.each_variable_adjoint(
+        [&](std::size_t v, const lanes<T, K>& dv) { store_lanes<K>(dv, saved + (O * variables + v) * K); });
   }
   template <std::size_t K, class T>
   TL_HD TL_INLINE static void store_lanes(const lanes<T, K>& d, T* to) {
