@@ -26,15 +26,31 @@ constexpr auto fold_left(Combine combine, const Acc& acc, const Next& next, cons
 }
 }  // namespace detail
 
+namespace detail {
+// An array's elements as bases of one aggregate, not a std::tuple: g++ built a
+// std::tuple of a deeply shared expression in time exponential in its depth (a
+// 24-level one: 10 s; its constructors' checks walk the element's type as a tree).
+template <std::size_t I, class E>
+struct array_item {
+  E value;
+};
+template <class Indices, class... Es>
+struct array_items;
+template <std::size_t... I, class... Es>
+struct array_items<std::index_sequence<I...>, Es...> : array_item<I, Es>... {};
+template <std::size_t I, class E>
+constexpr const E& item_at(const array_item<I, E>& item) { return item.value; }
+}  // namespace detail
+
 template <class... Es>
 struct expression_array {
-  std::tuple<Es...> items;
+  detail::array_items<std::index_sequence_for<Es...>, Es...> items;
 
   static constexpr std::size_t size() { return sizeof...(Es); }
   template <std::size_t I>
   constexpr auto get() const {
     static_assert(I < sizeof...(Es), "tapeless: expression array index out of range (tl::idx<I> with I >= the size)");
-    if constexpr (I < sizeof...(Es)) return std::get<I>(items);
+    if constexpr (I < sizeof...(Es)) return detail::item_at<I>(items);
     else return literal<0>{};
   }
   template <std::size_t I>
@@ -50,7 +66,8 @@ struct expression_array {
   // f applied to every element (tl::exp(array) calls this).
   template <class F>
   constexpr auto map(const F& f) const {
-    return std::apply([&](const auto&... e) { return make(f(e)...); }, items);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return make(f(get<I>())...); }(
+        std::index_sequence_for<Es...>{});
   }
   template <class... Rs>
   static constexpr expression_array<Rs...> make(const Rs&... r) { return {{r...}}; }
@@ -157,13 +174,15 @@ constexpr auto dot(const A& a, const B& b) { return sum(a * b); }
 // Largest and smallest element (tl::max(a, b) folded left to right).
 template <class... Es>
 constexpr auto max(const expression_array<Es...>& a) {
-  return std::apply([](const auto&... e) { return detail::fold_left([](auto x, auto y) { return tl::max(x, y); }, e...); },
-                    a.items);
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return detail::fold_left([](auto x, auto y) { return tl::max(x, y); }, a.template get<I>()...);
+  }(std::index_sequence_for<Es...>{});
 }
 template <class... Es>
 constexpr auto min(const expression_array<Es...>& a) {
-  return std::apply([](const auto&... e) { return detail::fold_left([](auto x, auto y) { return tl::min(x, y); }, e...); },
-                    a.items);
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return detail::fold_left([](auto x, auto y) { return tl::min(x, y); }, a.template get<I>()...);
+  }(std::index_sequence_for<Es...>{});
 }
 
 // log(sum(exp(a))), stable: the largest element is subtracted before exp.

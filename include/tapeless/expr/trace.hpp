@@ -73,11 +73,10 @@ constexpr bool check_trace() {
     return false;
   } else {
     using R = std::remove_cvref_t<typename invocable_with_variables<N, F>::template result<>>;
-    if constexpr (requires(const R& r) { std::tuple_size<std::remove_cvref_t<decltype(r.items)>>::value; }) {
-      using Items = std::remove_cvref_t<decltype(std::declval<R>().items)>;  // an expression array
+    if constexpr (is_expression_array_v<R>) {
       return []<std::size_t... I>(std::index_sequence<I...>) {
-        return (check_expression<std::tuple_element_t<I, Items>>() && ...);
-      }(std::make_index_sequence<std::tuple_size_v<Items>>{});
+        return (check_expression<decltype(std::declval<const R&>().template get<I>())>() && ...);
+      }(std::make_index_sequence<R::size()>{});
     } else if constexpr (requires { std::tuple_size<R>::value; } && !is_expression_v<R>) {
       return []<std::size_t... I>(std::index_sequence<I...>) {
         return (check_expression<std::tuple_element_t<I, R>>() && ...);

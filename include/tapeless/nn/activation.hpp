@@ -8,6 +8,7 @@
 #pragma once
 
 #include <concepts>
+#include <type_traits>
 
 #include "tapeless/expr/forward.hpp"
 #include "tapeless/expr/trace.hpp"
@@ -16,8 +17,15 @@ namespace tl {
 
 // The traced expression is kept only when it holds run-time constants; an empty one
 // is rebuilt where it is used (nvcc refuses kernel parameters made of empty members).
-template <class Expr>
+// The expression's type comes as a value, std::type_identity<Expr>{}, not as a type
+// argument: g++ walks a class's type arguments, and theirs, whenever it looks the
+// class up by argument (every std::tuple and std::apply of a model's layers), and a
+// shared expression's type is a graph that this walk takes as a tree (a 28-level
+// `y = sin(y) * cos(y) * lit<0.9>` activation: 100 s of build; a value argument is not
+// walked).
+template <auto ExprType>
 struct expression_activation {
+  using Expr = typename std::remove_cvref_t<decltype(ExprType)>::type;  // (nvcc: a reference)
   static constexpr const char* name = "expression";
   detail::child<Expr, 0> expr_;
 
@@ -64,7 +72,7 @@ constexpr auto make_activation(const F& f) {
     return f;
   } else if constexpr (check_trace<1, F>()) {
     const auto expr = trace<1>(f);
-    return expression_activation<std::remove_cvref_t<decltype(expr)>>{{expr}};
+    return expression_activation<std::type_identity<std::remove_cvref_t<decltype(expr)>>{}>{{expr}};
   } else {
     return identity_fn{};  // check_trace has reported the error
   }

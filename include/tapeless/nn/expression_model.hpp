@@ -35,7 +35,9 @@ struct output_slot {
 template <class Indices, class... Es>
 struct output_pack;
 template <std::size_t... I, class... Es>
-struct output_pack<std::index_sequence<I...>, Es...> : output_slot<I, Es>... {};
+struct output_pack<std::index_sequence<I...>, Es...> : output_slot<I, Es>... {
+  static constexpr std::size_t size = sizeof...(Es);
+};
 template <std::size_t I, class E>
 TL_HD constexpr decltype(auto) output_at(const output_slot<I, E>& slot) { return slot.expr.get(); }
 template <std::size_t I, class E>
@@ -48,14 +50,19 @@ constexpr auto as_outputs(const R& r) {
 }
 }  // namespace detail
 
-template <std::size_t P, std::size_t In, class... Es>
+// The outputs' expressions come as a value, std::type_identity<output_pack<...>>{},
+// not as type arguments: g++ walks a class's type arguments whenever it looks the
+// class up by argument, and takes a shared expression's graph for a tree there
+// (nn/activation.hpp; a 24-level shared formula: 20 s of build).
+template <std::size_t P, std::size_t In, auto Formulas>
 struct expression_model_layer {
+  using formulas_type = typename std::remove_cvref_t<decltype(Formulas)>::type;  // (nvcc: a reference)
   static_assert(P > 0 && In > 0, "tapeless::expression_model: needs at least one parameter and one input");
   static constexpr const char* kind = "expression";
-  static constexpr std::size_t inputs = In, outputs = sizeof...(Es), parameter_count = P;
+  static constexpr std::size_t inputs = In, outputs = formulas_type::size, parameter_count = P;
   static constexpr std::size_t variables = P + In;
   static constexpr std::size_t saved_count = outputs * variables;  // d output / d (p, x), per sample
-  detail::output_pack<std::index_sequence_for<Es...>, Es...> formulas;
+  formulas_type formulas;
   std::array<double, P> start;
 
   static constexpr std::array<parameter_block, 1> parameter_blocks() { return {{{"params", 0, P, 0}}}; }
@@ -85,7 +92,7 @@ struct expression_model_layer {
       for (std::size_t i = 0; i < In; ++i) point[P + i] = in[i];
       [&]<std::size_t... O>(std::index_sequence<O...>) {
         ((out[O] = each_derivative<O, 1>(point, saved, 0)), ...);
-      }(std::index_sequence_for<Es...>{});
+      }(std::make_index_sequence<outputs>{});
     } else {
       using L = lanes<T, K>;
       L point[variables];
@@ -94,7 +101,7 @@ struct expression_model_layer {
         for (std::size_t k = 0; k < K; ++k) point[P + i].v[k] = in[i * K + k];
       [&]<std::size_t... O>(std::index_sequence<O...>) {
         (each_output_lanes<O, K>(point, out, saved), ...);
-      }(std::index_sequence_for<Es...>{});
+      }(std::make_index_sequence<outputs>{});
     }
   }
 
@@ -145,8 +152,8 @@ template <std::size_t P, std::size_t In, class... Es>
 constexpr auto make_expression_model(const expression_array<Es...>& outputs, const std::array<double, P>& start) {
   return [&]<std::size_t... O>(std::index_sequence<O...>) {
     using pack = output_pack<std::index_sequence<O...>, Es...>;
-    return expression_model_layer<P, In, Es...>{pack{output_slot<O, Es>{child<Es, 0>(outputs.template get<O>())}...},
-                                                start};
+    return expression_model_layer<P, In, std::type_identity<pack>{}>{
+        pack{output_slot<O, Es>{child<Es, 0>(outputs.template get<O>())}...}, start};
   }(std::index_sequence_for<Es...>{});
 }
 template <std::size_t P>
