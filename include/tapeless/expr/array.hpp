@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/indexed_values.hpp"
 #include "tapeless/expr/operators.hpp"
 
 namespace tl {
@@ -26,31 +27,15 @@ constexpr auto fold_left(Combine combine, const Acc& acc, const Next& next, cons
 }
 }  // namespace detail
 
-namespace detail {
-// An array's elements as bases of one aggregate, not a std::tuple: g++ built a
-// std::tuple of a deeply shared expression in time exponential in its depth (a
-// 24-level one: 10 s; its constructors' checks walk the element's type as a tree).
-template <std::size_t I, class E>
-struct array_item {
-  E value;
-};
-template <class Indices, class... Es>
-struct array_items;
-template <std::size_t... I, class... Es>
-struct array_items<std::index_sequence<I...>, Es...> : array_item<I, Es>... {};
-template <std::size_t I, class E>
-constexpr const E& item_at(const array_item<I, E>& item) { return item.value; }
-}  // namespace detail
-
 template <class... Es>
 struct expression_array {
-  detail::array_items<std::index_sequence_for<Es...>, Es...> items;
+  detail::indexed_values<std::index_sequence_for<Es...>, Es...> items;  // (not a std::tuple: core/indexed_values.hpp)
 
   static constexpr std::size_t size() { return sizeof...(Es); }
   template <std::size_t I>
   constexpr auto get() const {
     static_assert(I < sizeof...(Es), "tapeless: expression array index out of range (tl::idx<I> with I >= the size)");
-    if constexpr (I < sizeof...(Es)) return detail::item_at<I>(items);
+    if constexpr (I < sizeof...(Es)) return detail::value_at<I>(items);
     else return literal<0>{};
   }
   template <std::size_t I>

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/indexed_values.hpp"
 #include "tapeless/core/scratch.hpp"
 #include "tapeless/nn/layer.hpp"
 
@@ -32,20 +33,6 @@ struct chain_width_check {
 };
 
 namespace detail {
-template <std::size_t I, class Layer>
-struct layer_slot {
-  Layer layer;
-};
-template <class Indices, class... Layers>
-struct layer_storage;
-template <std::size_t... I, class... Layers>
-struct layer_storage<std::index_sequence<I...>, Layers...> : layer_slot<I, Layers>... {};
-
-template <std::size_t I, class Layer>
-TL_HD constexpr const Layer& layer_at(const layer_slot<I, Layer>& slot) { return slot.layer; }
-template <std::size_t I, class Layer>
-Layer layer_type_at(const layer_slot<I, Layer>&);
-
 // A layer's sizes, or zeros for an argument that is not a layer (already reported),
 // so that one mistake gives one error.
 template <class L>
@@ -71,15 +58,15 @@ struct chain {
   static constexpr std::size_t depth = sizeof...(Layers);
   static constexpr std::size_t sublayer_count = depth;
 
-  detail::layer_storage<std::index_sequence_for<Layers...>, Layers...> layers;
+  detail::indexed_values<std::index_sequence_for<Layers...>, Layers...> layers;
 
   constexpr explicit chain(Layers... ls) : layers{{ls}...} {}
 
   template <std::size_t L>
-  using layer_type = decltype(detail::layer_type_at<L>(std::declval<decltype(layers)>()));
+  using layer_type = decltype(detail::value_type_at<L>(std::declval<decltype(layers)>()));
 
   template <std::size_t L>
-  TL_HD constexpr const layer_type<L>& sublayer() const { return detail::layer_at<L>(layers); }
+  TL_HD constexpr const layer_type<L>& sublayer() const { return detail::value_at<L>(layers); }
 
  private:
   static constexpr bool arguments_are_layers = [] {
