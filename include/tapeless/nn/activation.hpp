@@ -10,6 +10,7 @@
 #include <concepts>
 #include <type_traits>
 
+#include "tapeless/core/type_value.hpp"
 #include "tapeless/expr/forward.hpp"
 #include "tapeless/expr/trace.hpp"
 
@@ -18,14 +19,11 @@ namespace tl {
 // The traced expression is kept only when it holds run-time constants; an empty one
 // is rebuilt where it is used (nvcc refuses kernel parameters made of empty members).
 // The expression's type comes as a value, std::type_identity<Expr>{}, not as a type
-// argument: g++ walks a class's type arguments, and theirs, whenever it looks the
-// class up by argument (every std::tuple and std::apply of a model's layers), and a
-// shared expression's type is a graph that this walk takes as a tree (a 28-level
-// `y = sin(y) * cos(y) * lit<0.9>` activation: 100 s of build; a value argument is not
-// walked).
+// argument (core/type_value.hpp: g++ looks a model's layers up by argument, and a
+// 28-level `y = sin(y) * cos(y) * lit<0.9>` activation took 100 s to build as a type).
 template <auto ExprType>
 struct expression_activation {
-  using Expr = typename std::remove_cvref_t<decltype(ExprType)>::type;  // (nvcc: a reference)
+  using Expr = detail::type_named_by<ExprType>;
   static constexpr const char* name = "expression";
   detail::child<Expr, 0> expr_;
 

@@ -17,7 +17,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/indexed_values.hpp"
 #include "tapeless/core/lanes.hpp"
+#include "tapeless/core/type_value.hpp"
 #include "tapeless/expr/array.hpp"
 #include "tapeless/expr/reverse.hpp"
 #include "tapeless/expr/trace.hpp"
@@ -28,20 +30,10 @@ namespace tl {
 namespace detail {
 // The outputs' expressions, each in a slot of its own (a plain aggregate for device
 // code; empty expressions are rebuilt, not stored: detail::child).
-template <std::size_t I, class E>
-struct output_slot {
-  child<E, 0> expr;
-};
-template <class Indices, class... Es>
-struct output_pack;
-template <std::size_t... I, class... Es>
-struct output_pack<std::index_sequence<I...>, Es...> : output_slot<I, Es>... {
-  static constexpr std::size_t size = sizeof...(Es);
-};
-template <std::size_t I, class E>
-TL_HD constexpr decltype(auto) output_at(const output_slot<I, E>& slot) { return slot.expr.get(); }
-template <std::size_t I, class E>
-E output_type_at(const output_slot<I, E>&);
+template <class... Es>
+using output_pack = indexed_values<std::index_sequence_for<Es...>, child<Es, 0>...>;
+template <std::size_t O, class Pack>
+using output_type = std::remove_cvref_t<decltype(value_at<O>(std::declval<const Pack&>()).get())>;
 
 template <class R>
 constexpr auto as_outputs(const R& r) {
@@ -51,12 +43,11 @@ constexpr auto as_outputs(const R& r) {
 }  // namespace detail
 
 // The outputs' expressions come as a value, std::type_identity<output_pack<...>>{},
-// not as type arguments: g++ walks a class's type arguments whenever it looks the
-// class up by argument, and takes a shared expression's graph for a tree there
-// (nn/activation.hpp; a 24-level shared formula: 20 s of build).
+// not as type arguments (core/type_value.hpp; a 24-level shared formula took 20 s to
+// build as a type argument).
 template <std::size_t P, std::size_t In, auto Formulas>
 struct expression_model_layer {
-  using formulas_type = typename std::remove_cvref_t<decltype(Formulas)>::type;  // (nvcc: a reference)
+  using formulas_type = detail::type_named_by<Formulas>;
   static_assert(P > 0 && In > 0, "tapeless::expression_model: needs at least one parameter and one input");
   static constexpr const char* kind = "expression";
   static constexpr std::size_t inputs = In, outputs = formulas_type::size, parameter_count = P;
@@ -75,9 +66,8 @@ struct expression_model_layer {
   // Output O's value and its derivatives d[v] for one sample at `point` (P + In values).
   template <std::size_t O, class T>
   TL_HD TL_INLINE T evaluate(const T* point, T* d) const {
-    using E = decltype(detail::output_type_at<O>(formulas));
-    reverse_sweep_of<E, T> sweep;
-    const T value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
+    reverse_sweep_of<detail::output_type<O, formulas_type>, T> sweep;
+    const T value = sweep.value_and_backward(detail::value_at<O>(formulas).get(), point);
     sweep.each_variable_adjoint([&](std::size_t v, const T& dv) { d[v] = dv; });
     return value;
   }
@@ -126,9 +116,8 @@ struct expression_model_layer {
 
   template <std::size_t O, std::size_t K, class T>
   TL_HD TL_INLINE void each_output_lanes(const lanes<T, K>* point, T* out, T* saved) const {
-    using E = decltype(detail::output_type_at<O>(formulas));
-    reverse_sweep_of<E, lanes<T, K>> sweep;
-    const lanes<T, K> value = sweep.value_and_backward(detail::output_at<O>(formulas), point);
+    reverse_sweep_of<detail::output_type<O, formulas_type>, lanes<T, K>> sweep;
+    const lanes<T, K> value = sweep.value_and_backward(detail::value_at<O>(formulas).get(), point);
     for (std::size_t k = 0; k < K; ++k) out[O * K + k] = value.v[k];
     sweep.each_variable_adjoint(
         [&](std::size_t v, const lanes<T, K>& dv) { store_lanes<K>(dv, saved + (O * variables + v) * K); });
@@ -151,9 +140,9 @@ namespace detail {
 template <std::size_t P, std::size_t In, class... Es>
 constexpr auto make_expression_model(const expression_array<Es...>& outputs, const std::array<double, P>& start) {
   return [&]<std::size_t... O>(std::index_sequence<O...>) {
-    using pack = output_pack<std::index_sequence<O...>, Es...>;
+    using pack = output_pack<Es...>;
     return expression_model_layer<P, In, std::type_identity<pack>{}>{
-        pack{output_slot<O, Es>{child<Es, 0>(outputs.template get<O>())}...}, start};
+        pack{{child<Es, 0>(outputs.template get<O>())}...}, start};
   }(std::index_sequence_for<Es...>{});
 }
 template <std::size_t P>
