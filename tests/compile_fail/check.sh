@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Compiles a file that must not compile; passes when it fails, the first "error:"
-# line carries the expected text, and the whole message stays short.
-#   check.sh COMPILER INCLUDE_DIR SOURCE EXPECTED_FIRST_ERROR [EXPECTED_ANYWHERE]
+# line carries the expected text, and the whole message stays short (at most MAX_BYTES
+# of compiler output, 8000 unless given: a screen of nested types is the failure).
+#   check.sh COMPILER INCLUDE_DIR SOURCE EXPECTED_FIRST_ERROR [EXPECTED_ANYWHERE [MAX_BYTES]]
 set -u
-compiler=$1 include=$2 source=$3 expected=$4 anywhere=${5:-}
+compiler=$1 include=$2 source=$3 expected=$4 anywhere=${5:-} max_bytes=${6:-8000}
 if output=$("$compiler" -std=c++20 -fsyntax-only -I "$include" "$source" 2>&1); then
   echo "FAIL: $source compiled, but it must not"; exit 1
 fi
@@ -15,6 +16,9 @@ fi
 if [ -n "$anywhere" ] && ! grep -qF -- "$anywhere" <<<"$output"; then
   echo "FAIL: expected the message to contain: $anywhere"; exit 1
 fi
+bytes=$(printf '%s\n' "$output" | wc -c)
+echo "output: $bytes bytes"
+if [ "$bytes" -gt "$max_bytes" ]; then echo "FAIL: $bytes bytes of compiler output, more than $max_bytes"; exit 1; fi
 errors=$(grep -c 'error:' <<<"$output")
 if [ "$errors" -ne 1 ]; then echo "FAIL: $errors errors reported, expected exactly one"; exit 1; fi
 echo "ok: one error, with the intended message"

@@ -23,8 +23,13 @@ struct unary_function {
   template <class X>
   TL_HD constexpr auto operator()(const X& x) const {
     const Derived& self = static_cast<const Derived&>(*this);
-    if constexpr (is_expression_v<X>) {
-      return detail::make_node<unary_node<Derived, X>, X>([&] { return unary_node<Derived, X>{{}, self, {x}}; });
+    if constexpr (detail::any_refused<X>) {
+      return refused_expression{};
+    } else if constexpr (is_expression_v<X>) {
+      if constexpr (detail::accept_duplication<graph::duplicates_too_much<unary_node<Derived, X>>>())
+        return unary_node<Derived, X>{{}, self, {x}};
+      else
+        return refused_expression{};
     } else if constexpr (requires { x.map(self); }) {
       return x.map(self);
     } else if constexpr (std::is_integral_v<X>) {

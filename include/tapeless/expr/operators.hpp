@@ -62,7 +62,9 @@ constexpr auto make_binary(const A& a, const B& b) {
   auto lhs = as_expression(a);
   auto rhs = as_expression(b);
   using node = binary_node<Op, decltype(lhs), decltype(rhs)>;
-  return make_node<node, decltype(lhs), decltype(rhs)>([&] { return node{{}, {lhs}, {rhs}}; });
+  if constexpr (any_refused<decltype(lhs), decltype(rhs)>) return refused_expression{};
+  else if constexpr (accept_duplication<graph::duplicates_too_much<node>>()) return node{{}, {lhs}, {rhs}};
+  else return refused_expression{};
 }
 template <class... X>
 inline constexpr bool any_expression = (is_expression_v<X> || ...);
@@ -156,7 +158,9 @@ constexpr auto where(const condition<Compare, A, B>& c, const P& p, const Q& q) 
   auto pe = detail::as_expression(p);
   auto qe = detail::as_expression(q);
   using node = where_node<Compare, A, B, decltype(pe), decltype(qe)>;
-  return detail::make_node<node, A, B, decltype(pe), decltype(qe)>([&] { return node{{}, {c.a}, {c.b}, {pe}, {qe}}; });
+  if constexpr (detail::any_refused<A, B, decltype(pe), decltype(qe)>) return refused_expression{};
+  else if constexpr (detail::accept_duplication<graph::duplicates_too_much<node>>()) return node{{}, {c.a}, {c.b}, {pe}, {qe}};
+  else return refused_expression{};
 }
 // On plain numbers, where is the conditional operator.
 template <class P, class Q> requires std::is_arithmetic_v<P> && std::is_arithmetic_v<Q>
