@@ -137,6 +137,31 @@ TEST(LeastSquares, WeightsScaleResidualsAndZeroDropsASample) {
   EXPECT_THROW(tl::least_squares(model, params, x, y, {}, std::span<const double>(w.data(), 3)), tl::shape_error);
 }
 
+// Weights that leave fewer residuals than parameters are refused like too few samples
+// (they once gave rank 3 from 2 residuals and NaN standard errors), and change nothing.
+TEST(LeastSquares, ZeroWeightsLeavingTooFewResidualsThrowAndKeepParameters) {
+  const auto model = decay_model();
+  tl::rng gen(8);
+  const auto x = random_batch(gen, 1, 50, 0, 5);
+  const auto y = decay_data(x, 3.0, 1.3, 0.5, nullptr);
+  std::vector<double> w(50, 0.0);
+  w[0] = w[5] = 1.0;
+  auto params = tl::init<double>(model, gen);
+  const auto before = params;
+  try {
+    tl::least_squares(model, params, x, y, {}, std::span<const double>(w));
+    ADD_FAILURE() << "2 weighted residuals for 3 parameters were accepted";
+  } catch (const tl::shape_error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 residuals (samples with a non-zero weight"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(params, before);
+  w[9] = 1.0;  // three: determined
+  const auto fit = tl::least_squares(model, params, x, y, {}, std::span<const double>(w));
+  EXPECT_EQ(fit.residuals, 3u);
+  EXPECT_EQ(fit.rank, 3u);
+  EXPECT_NEAR(params.flat()[1], 1.3, 1e-6);
+}
+
 TEST(LeastSquares, NaNResidualAtTheStartThrowsAndKeepsParameters) {
   const auto model = decay_model();
   tl::rng gen(7);

@@ -322,6 +322,8 @@ TEST(LeastSquares, MaxIterations) {
   EXPECT_EQ(fit.reason, stop_reason::max_iterations);
   EXPECT_EQ(fit.iterations, 2u);
   EXPECT_LT(fit.cost, fit.initial_cost);
+  opt.max_iterations = 0;  // once reported 1 iteration
+  EXPECT_THROW((tl::lsq::fit<2, 1>(decay, {1.0, 0.1}, d.x, d.y, {}, opt)), std::invalid_argument);
 }
 
 }  // namespace

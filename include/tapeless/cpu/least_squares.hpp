@@ -139,10 +139,6 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
   constexpr std::size_t P = Model::parameter_count;
   detail::check_batch<Model>("least_squares", x, &y);
   if (!weights.empty()) detail::require_size("least_squares", "the number of weights (one per sample)", x.batch(), weights.size());
-  if (x.batch() * Model::outputs < P)
-    throw shape_error("tapeless::least_squares: " + std::to_string(x.batch() * Model::outputs) + " residuals cannot "
-                      "determine " + std::to_string(P) + " parameters (at least as many residuals as parameters; "
-                      "more for standard errors)");
   std::array<double, P> start;
   for (std::size_t j = 0; j < P; ++j) start[j] = double(params.flat()[j]);
   const T* w = weights.empty() ? nullptr : weights.data();

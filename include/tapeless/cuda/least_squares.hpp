@@ -89,10 +89,6 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
   detail::check_batch<Model>("least_squares", x, &y);
   if (!weights.empty())
     detail::require_size("least_squares", "the number of weights (one per sample)", x.batch(), weights.size());
-  if (x.batch() * Model::outputs < P)
-    throw shape_error("tapeless::least_squares: " + std::to_string(x.batch() * Model::outputs) + " residuals cannot "
-                      "determine " + std::to_string(P) + " parameters (at least as many residuals as parameters; "
-                      "more for standard errors)");
   constexpr int threads = 256;
   detail::device_normal_equations<T> buffers;
   buffers.blocks = static_cast<int>(std::min<std::size_t>((x.batch() + threads - 1) / threads, 2 * detail::multiprocessors()));

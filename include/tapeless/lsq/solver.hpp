@@ -318,6 +318,7 @@ result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const o
   if (!(opt.ftol >= 0 && opt.xtol >= 0 && opt.gtol >= 0 && opt.initial_step_bound > 0)) {
     throw std::invalid_argument("tapeless::lsq::solve: ftol, xtol, gtol must be >= 0 and initial_step_bound > 0");
   }
+  if (opt.max_iterations == 0) throw std::invalid_argument("tapeless::lsq::solve: max_iterations must be at least 1");
   for (double v : start) {
     if (!std::isfinite(v)) {
       throw numeric_error("tapeless::lsq::solve: the starting point has a NaN or infinite parameter");
@@ -327,6 +328,14 @@ result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const o
   res.parameters = start;
   detail::run<P, std::remove_reference_t<Evaluate>> st{evaluate, opt, res, {}};
   st.current = st.call(start, true);
+  // Counted by whoever sums the residuals (a zero weight drops a sample), so one check
+  // serves the CPU's and the GPU's passes and the reference alike.
+  if (st.current.residuals < P) {
+    throw shape_error("tapeless::least_squares: " + std::to_string(st.current.residuals) +
+                      " residuals (samples with a non-zero weight, times the model's outputs) cannot determine " +
+                      std::to_string(P) + " parameters (at least as many residuals as parameters; more for "
+                      "standard errors)");
+  }
   if (!std::isfinite(st.current.cost)) {
     throw numeric_error("tapeless::lsq::solve: the residuals are " +
                         std::string(std::isnan(st.current.cost) ? "NaN" : "infinite") +
