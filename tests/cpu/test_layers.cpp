@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "../support/model_check.hpp"
@@ -47,6 +49,15 @@ TEST(LayerNorm, GradientMatchesFiniteDifferences) {
   tl::rng gen(2);
   expect_model_gradient(model, tl::mse, random_parameters(model, gen), random_batch(gen, 3, 37, -1.5, 1.5),
                         random_batch(gen, 2, 37, -1, 1));
+}
+
+// torch.nn.LayerNorm's rule: eps finite and >= 0 (0 is allowed).
+TEST(LayerNorm, NegativeOrNonFiniteEpsIsRefused) {
+  EXPECT_THROW((void)tl::layer_norm<4>(-1e-5), std::invalid_argument);
+  EXPECT_THROW((void)tl::layer_norm<4>(std::nan("")), std::invalid_argument);
+  EXPECT_THROW((void)tl::layer_norm<4>(std::numeric_limits<double>::infinity()), std::invalid_argument);
+  EXPECT_EQ(tl::layer_norm<4>(0.0).eps, 0.0);
+  static_assert(tl::layer_norm<4>(1e-3).eps == 1e-3);  // still a constant expression
 }
 
 TEST(Skip, ForwardIsInputPlusInnerChain) {

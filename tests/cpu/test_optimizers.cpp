@@ -168,7 +168,7 @@ TEST(Optimizers, BadSettingsAreRefusedBeforeTheStep) {
   expect_refused(tl::adam{0.01, 1.0}, "beta1 must be in [0, 1)");
   expect_refused(tl::adam{0.01, 0.9, 1.0}, "beta2");
   expect_refused(tl::adam{inf}, "adam: lr");
-  expect_refused(tl::adam{0.01, 0.9, 0.999, -1e-8}, "eps");
+  expect_refused(tl::adam{0.01, 0.9, 0.999, -1e-8}, "eps must be finite and >= 0, got -1e-08");  // not -0.000000
   expect_refused(tl::adamw(0.01, 1.5), "adamw: beta1");
   expect_refused(tl::adamw(0.01, 0.9, 0.999, 1e-8, -1.0), "weight_decay");
   // The edges PyTorch takes still train: lr 0, beta 0, eps 0.

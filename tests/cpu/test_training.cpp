@@ -116,6 +116,42 @@ TEST(Fit, FailureKeepsTheLossHistory) {
   }
 }
 
+// An update that overflows (here a learning rate finite in double, 1e39, but not in
+// float) writes non-finite parameters; the next step fails on finite data, and its
+// message says where the NaN or infinity is and what wrote it.
+TEST(TrainStep, FailureAfterAnOverflowingUpdateNamesTheParameters) {
+  const auto data = seed_fit::make_data();
+  tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{1e39});
+  EXPECT_TRUE(std::isfinite(tl::train_step(state, tl::mse, data.x, data.y)));
+  try {
+    tl::train_step(state, tl::mse, data.x, data.y);
+    FAIL() << "no exception";
+  } catch (const tl::numeric_error& e) {
+    EXPECT_NE(std::string(e.what()).find("at step 2 (the parameters hold"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("written by an earlier update"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(state.step, 1);
+}
+
+// A negative epoch count converted to std::size_t is refused before anything runs.
+TEST(Fit, EpochsPastTheLimitAreRefusedAndChangeNothing) {
+  const auto data = seed_fit::make_data();
+  tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  const auto before = state.params;
+  const int minus_one = -1;
+  try {
+    (void)tl::fit(state, tl::mse, data.x, data.y, std::size_t(minus_one), {.progress = false});
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("epochs = 18446744073709551615 is more than 2147483647"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(state.params, before);
+  EXPECT_EQ(state.step, 0);
+  EXPECT_EQ(tl::fit(state, tl::mse, data.x, data.y, 0, {.progress = false}).loss_history.size(), 0u);
+  EXPECT_EQ(state.step, 0);
+}
+
 // The GPU's fit reports a finished run in the lines a live CPU run prints: every
 // `every` epochs (a tenth by default), the time on the last line only.
 TEST(Progress, FinishedRunReportsEveryKthLossAndTheTimeOnce) {

@@ -127,6 +127,32 @@ TEST(LargeBatch, PerStepGraphPathMatchesCpu) {
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
 }
 
+// A fit longer than one captured graph (detail::graph_steps = 128 steps) replays it and
+// launches the rest as they are: 300 epochs = 2 replays + 44 steps, then 200 more (the
+// cached graph again + 72). The same kernels as 500 train_steps, in the same order.
+TEST(LargeBatch, FitsLongerThanOneGraphEqualTrainSteps) {
+  const auto data = seed_fit::make_data(6, 20000);  // past the one-block limit: per-step path
+  const auto x = tl::to_device(data.x), y = tl::to_device(data.y);
+  tl::cuda_train_state fitted(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  tl::cuda_train_state stepped = fitted;
+  std::vector<double> history;
+  for (const std::size_t epochs : {300u, 200u}) {
+    const auto run = tl::fit(fitted, tl::mse, x, y, epochs);
+    ASSERT_EQ(run.loss_history.size(), epochs);
+    history.insert(history.end(), run.loss_history.begin(), run.loss_history.end());
+  }
+  EXPECT_EQ(fitted.step, 500);
+  for (std::size_t e = 0; e < 500; ++e) {
+    const float loss = tl::train_step(stepped, tl::mse, x, y).get();
+    EXPECT_NEAR(history[e], loss, 1e-6 * loss) << e;
+  }
+  EXPECT_LE(relative_difference(fitted.host_params().flat(), stepped.host_params().flat()), 1e-6);
+  EXPECT_EQ(tl::fit(fitted, tl::mse, x, y, 0).loss_history.size(), 0u);
+  EXPECT_EQ(fitted.step, 500);
+  EXPECT_THROW((void)tl::fit(fitted, tl::mse, x, y, std::size_t(-1)), std::invalid_argument);
+  EXPECT_EQ(fitted.step, 500);
+}
+
 TEST(TrainStep, LossStaysOnDeviceAndMatchesCpu) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::sgd{0.05f});

@@ -28,4 +28,13 @@ inline std::string non_finite_sample(const char* batch, double value, std::size_
          std::to_string(index % features) + " of sample " + std::to_string(index / features) + ")";
 }
 
+// " (the parameters hold NaN at parameter 12 ...)": a step failed on finite data
+// because an earlier update had already written a NaN or an infinity (a learning rate
+// too large for the model, or for float). Both backends' failed-step messages end with
+// it when x and y are finite.
+inline std::string non_finite_parameter(double value, std::size_t index) {
+  return std::string(" (the parameters hold ") + (std::isnan(value) ? "NaN" : "an infinity") + " at parameter " +
+         std::to_string(index) + ", written by an earlier update: a learning rate too large for the model?)";
+}
+
 }  // namespace tl::detail

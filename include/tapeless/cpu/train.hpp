@@ -18,15 +18,17 @@
 namespace tl {
 
 namespace detail {
-// Where a batch holds a non-finite value, as " (x holds NaN at feature 0 of sample 7)";
-// empty when it holds none. Looked for only once a step has failed: the data are the
-// usual cause, and a message that names them saves a search.
+// Why a step failed, for its message: where a batch holds a non-finite value, as
+// " (x holds NaN at feature 0 of sample 7)", else where the parameters already hold one
+// (an earlier update wrote it); empty when neither does. Looked for only once a step
+// has failed: the data are the usual cause, and a message that names them saves a search.
 template <class T>
-std::string non_finite_data(const basic_matrix<T>& x, const basic_matrix<T>& y) {
+std::string non_finite_cause(const basic_matrix<T>& x, const basic_matrix<T>& y, std::span<const T> params) {
   for (const auto* m : {&x, &y}) {
     if (const auto i = first_non_finite<T>(m->values()))
       return non_finite_sample(m == &x ? "x" : "y", double(m->values()[*i]), *i, m->features());
   }
+  if (const auto i = first_non_finite<T>(params)) return non_finite_parameter(double(params[*i]), *i);
   return {};
 }
 // `step` is the state's count of steps taken, so the message's "step N" is the state's
@@ -57,10 +59,11 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     check_settings(state.optimizer);
     const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
                                                                   y.data(), x.batch(), state.gradient.data());
-    if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, non_finite_data(x, y));
+    const auto cause = [&] { return non_finite_cause(x, y, std::span<const T>(std::as_const(state.params).flat())); };
+    if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, cause());
     if (!gradient_finite)
       throw_non_finite(where, "gradient", state.step, first_non_finite_value(std::as_const(state.gradient).flat()),
-                       non_finite_data(x, y));
+                       cause());
     // The update, split over threads for large models in whole blocks of the
     // parameters optimizer_update_range takes at once, so that no parameter's rounding
     // depends on the thread count.
@@ -93,6 +96,7 @@ T train_step(train_state<Model, Optimizer, T>& state, const Loss& loss, const ba
 template <model Model, class Optimizer, class T, class Loss>
 fit_result fit(train_state<Model, Optimizer, T>& state, const Loss& loss, const basic_matrix<T>& x,
                const basic_matrix<T>& y, std::size_t epochs, const fit_options& options = {}) {
+  detail::check_epochs("fit", epochs);
   fit_result result;
   result.loss_history.reserve(epochs);
   detail::progress_printer progress(epochs, options.log_every, options.progress);

@@ -132,22 +132,32 @@ __global__ void least_non_finite_kernel(const T* values, std::size_t count, unsi
        i += std::size_t(gridDim.x) * blockDim.x)
     if (!isfinite(values[i])) atomicMin(least, static_cast<unsigned long long>(i));
 }
-// As the CPU's message says it: " (x holds NaN at feature 0 of sample 7)", or empty
-// when x and y are finite. Searched on the device, only once a step has failed. A
-// search that fails itself (no memory for its one value) gives up the hint, never the
-// numeric_error and its loss history.
+// The least index of a NaN or infinity in values[0, count) on the device; count if none.
 template <class T>
-std::string non_finite_data(const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) try {
+std::size_t least_non_finite(const T* values, std::size_t count) {
   constexpr unsigned long long none = ~0ull;
-  thrust::device_vector<unsigned long long> least(1);
-  for (const auto* m : {&x, &y}) {
-    least[0] = none;
-    const std::size_t count = m->values.size();
-    least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(m->data(), count, thrust::raw_pointer_cast(least.data()));
-    TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
-    const unsigned long long at = least[0];  // (waits for the kernel)
-    if (at < count) return non_finite_sample(m == &x ? "x" : "y", double(T(m->values[at])), std::size_t(at), m->features());
+  thrust::device_vector<unsigned long long> least(1, none);
+  least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(values, count, thrust::raw_pointer_cast(least.data()));
+  TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
+  const unsigned long long at = least[0];  // (waits for the kernel)
+  return at < count ? std::size_t(at) : count;
+}
+
+// As the CPU's message says it (cpu/train.hpp's non_finite_cause): " (x holds NaN at
+// feature 0 of sample 7)", else where the parameters hold one, or empty. Searched on
+// the device, only once a step has failed; x and y may be absent (train_step's check
+// has only the state). A search that fails itself (no memory for its one value) gives
+// up the hint, never the numeric_error and its loss history.
+template <class T>
+std::string non_finite_cause(const basic_device_matrix<T>* x, const basic_device_matrix<T>* y,
+                             const thrust::device_vector<T>& params) try {
+  for (const auto* m : {x, y}) {
+    if (!m) continue;
+    const std::size_t count = m->values.size(), at = least_non_finite(m->data(), count);
+    if (at < count) return non_finite_sample(m == x ? "x" : "y", double(T(m->values[at])), at, m->features());
   }
+  const std::size_t at = least_non_finite(thrust::raw_pointer_cast(params.data()), params.size());
+  if (at < params.size()) return non_finite_parameter(double(T(params[at])), at);
   return {};
 } catch (const std::exception&) {
   return {};
@@ -173,7 +183,9 @@ device_scalar<T> train_step(cuda_train_state<Model, Optimizer, T>& s, const Loss
 template <model Model, class Optimizer, class T>
 void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
   const std::vector<long> failed(s.failed.begin(), s.failed.end());
-  if (failed[0] >= 0) throw numeric_error(detail::failure_message("train_step", failed[0], failed[1]));
+  if (failed[0] >= 0)
+    throw numeric_error(detail::failure_message("train_step", failed[0], failed[1],
+                                                detail::non_finite_cause<T>(nullptr, nullptr, s.params)));
 }
 
 // fit_options' fields and the GPU's own, in one aggregate so that designated
@@ -188,17 +200,25 @@ struct cuda_fit_options {
 };
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
-// in a single kernel launch; otherwise the fused per-step kernels, all epochs captured
-// once as a CUDA graph and replayed by later fits of the same shape: the step number
+// in a single kernel launch; otherwise the fused per-step kernels, graph_steps of them
+// captured once as a CUDA graph and replayed as often as the epochs need (the rest
+// launched as they are), by this fit and later ones of the same shape: the step number
 // lives on the device and the history is indexed from it, so the graph bakes in no
-// step. A failure throws numeric_error carrying the losses of the steps before it.
+// step. (A graph of every epoch grew with the epochs: 10^5 of them, about 10^6 nodes
+// to capture and instantiate.) A failure throws numeric_error carrying the losses of
+// the steps before it.
+namespace detail {
+inline constexpr std::size_t graph_steps = 128;
+}  // namespace detail
 template <model Model, class Optimizer, class T, class Loss>
 fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const basic_device_matrix<T>& x,
                const basic_device_matrix<T>& y, std::size_t epochs, const cuda_fit_options& options = {}) {
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("fit", x, &y);
   detail::check_settings(s.optimizer);
+  detail::check_epochs("fit", epochs);
   fit_result result;
+  if (epochs == 0) return result;
   if (s.history.size() < epochs) s.history.resize(epochs);
   const long first_step = s.step;
   thrust::fill(s.failed.begin(), s.failed.end(), -1L);
@@ -234,18 +254,20 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
+    const std::size_t per_graph = std::min(epochs, detail::graph_steps);
     const detail::graph_cache::key_type key{
-        x.data(), y.data(), x.batch(), epochs, std::move(settings),
+        x.data(), y.data(), x.batch(), per_graph, std::move(settings),
         detail::addresses_of(s.params, s.optimizer_state, s.loss, s.partials, s.history, s.failed, s.step_counter) +
             s.layered.addresses()};
     if (!s.graph.holds(key)) {
       detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
                             layered, s.layered, s.precision, s.graph.stream());
       s.graph.capture(key, [&](cudaStream_t stream) {
-        for (std::size_t e = 0; e < epochs; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
+        for (std::size_t e = 0; e < per_graph; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
       });
     }
-    s.graph.launch();
+    for (std::size_t e = 0; e + per_graph <= epochs; e += per_graph) s.graph.launch();
+    for (std::size_t e = 0; e < epochs % per_graph; ++e) detail::enqueue_step(s, loss, x, y, s.graph.stream(), true);
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -258,7 +280,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   result.loss_history.assign(history.begin(), history.end());
   if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   if (failed[0] >= 0)
-    throw numeric_error(detail::failure_message("fit", failed[0], failed[1], detail::non_finite_data(x, y)),
+    throw numeric_error(detail::failure_message("fit", failed[0], failed[1], detail::non_finite_cause(&x, &y, s.params)),
                         std::move(result.loss_history));
   return result;
 }

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstddef>
+#include <limits>
+#include <stdexcept>
 
 #include "tapeless/core/math.hpp"
 #include "tapeless/nn/layer.hpp"
@@ -82,7 +84,13 @@ struct layer_norm_layer {
   }
 };
 
+// eps must be finite and >= 0 (torch.nn.LayerNorm's rule); a negative or NaN one made
+// every step's loss NaN, reported as the step's failure with no word of eps.
 template <std::size_t N>
-constexpr layer_norm_layer<N> layer_norm(double eps = 1e-5) { return {eps}; }
+constexpr layer_norm_layer<N> layer_norm(double eps = 1e-5) {
+  if (!(eps >= 0 && eps <= std::numeric_limits<double>::max()))
+    throw std::invalid_argument("tapeless::layer_norm: eps must be finite and >= 0");
+  return {eps};
+}
 
 }  // namespace tl

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -30,9 +31,11 @@ namespace detail {
 // decay. Taken, each made a step write NaN parameters (or run away) without an error,
 // and the next step's non-finite loss was blamed on that step.
 inline void require_setting(bool ok, const char* optimizer, const char* what, double value) {
-  if (!ok)
-    throw std::invalid_argument(std::string("tapeless::") + optimizer + ": " + what + ", got " +
-                                std::to_string(value));
+  if (!ok) {
+    char shown[32];  // %g: std::to_string printed -1e-07 as -0.000000
+    std::snprintf(shown, sizeof shown, "%.9g", value);
+    throw std::invalid_argument(std::string("tapeless::") + optimizer + ": " + what + ", got " + shown);
+  }
 }
 inline bool finite_at_least_zero(double v) { return std::isfinite(v) && v >= 0; }
 inline bool in_unit_interval(double v) { return v >= 0 && v < 1; }

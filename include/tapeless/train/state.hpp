@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,17 @@ struct fit_result {
 };
 
 namespace detail {
+// At most 2^31 - 1 epochs a fit (the GPU's one-launch loop counts in int): a larger
+// count is far more likely a negative number converted to std::size_t, which would
+// otherwise fail as std::length_error while the loss history is reserved.
+inline void check_epochs(const char* where, std::size_t epochs) {
+  constexpr std::size_t most = 2147483647;
+  if (epochs > most)
+    throw std::invalid_argument(std::string("tapeless::") + where + ": epochs = " + std::to_string(epochs) +
+                                " is more than " + std::to_string(most) +
+                                " (a negative number converted to std::size_t?)");
+}
+
 // x (and y, when given) must match the model and each other, and hold samples.
 template <model Model, class X, class Y = X>
 void check_batch(const char* where, const X& x, const Y* y = nullptr) {
