@@ -1,5 +1,5 @@
-// A captured CUDA graph and what it was captured for: fit() captures its epochs once
-// and replays them on later calls of the same shape and settings.
+// Captured CUDA graphs and what they were captured for: fit() captures its steps once
+// and replays them, in the same call and in later ones of the same shape and settings.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,14 +23,16 @@ std::string addresses_of(const Buffers&... buffers) {
   return bytes;
 }
 
-// An instantiated CUDA graph and what it was captured for. Copies start empty: a graph
+// Instantiated CUDA graphs and what each was captured for: two, because a fit replays
+// one of graph_steps steps and captures another for the rest of its epochs
+// (cuda/train.hpp). A third capture replaces the one launched less recently. Copies start empty: a graph
 // holds the pointers of the state that captured it.
 class graph_cache {
  public:
   struct key_type {
     const void* x;
     const void* y;
-    std::size_t batch, epochs;
+    std::size_t batch, steps;
     std::string settings;   // the bytes of the loss and optimizer objects, baked into the kernels
     std::string addresses;  // every buffer the graph reads or writes: a reallocated one (a
                             // train_step on a larger batch grows them) means a new capture
@@ -41,22 +43,22 @@ class graph_cache {
   graph_cache& operator=(const graph_cache&) { return *this; }
   ~graph_cache() { reset(); }
 
-  bool holds(const key_type& k) const { return exec_ && key_ == k; }
+  bool holds(const key_type& k) const { return find(k) != nullptr; }
   void reset() {
-    if (exec_) cudaGraphExecDestroy(exec_);
+    for (entry& e : entries_) e.release();
     if (stream_) cudaStreamDestroy(stream_);
-    exec_ = nullptr;
     stream_ = nullptr;
   }
   cudaStream_t stream() {
     if (!stream_) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     return stream_;
   }
-  // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`.
+  // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`, in
+  // place of the older graph.
   template <class Record>
   void capture(const key_type& k, Record record) {
-    if (exec_) TL_CUDA_CHECK(cudaGraphExecDestroy(exec_));
-    exec_ = nullptr;
+    entry& slot = entries_[older_];
+    slot.release();
     cudaGraph_t graph;
     TL_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     try {
@@ -66,17 +68,37 @@ class graph_cache {
       throw;
     }
     TL_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
+    const cudaError_t status = cudaGraphInstantiate(&slot.exec, graph, 0);
     cudaGraphDestroy(graph);
+    if (status != cudaSuccess) slot.exec = nullptr;
     TL_CUDA_CHECK(status);
-    key_ = k;
+    slot.key = k;
+    older_ = 1 - older_;
   }
-  void launch() { TL_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  // Launches the graph kept under k (held: holds(k)); the other becomes the older.
+  void launch(const key_type& k) {
+    const entry* e = find(k);
+    older_ = e == &entries_[0] ? 1 : 0;
+    TL_CUDA_CHECK(cudaGraphLaunch(e->exec, stream_));
+  }
 
  private:
-  cudaGraphExec_t exec_ = nullptr;
+  struct entry {
+    key_type key{};
+    cudaGraphExec_t exec = nullptr;
+    void release() {
+      if (exec) cudaGraphExecDestroy(exec);
+      exec = nullptr;
+    }
+  };
+  const entry* find(const key_type& k) const {
+    for (const entry& e : entries_)
+      if (e.exec && e.key == k) return &e;
+    return nullptr;
+  }
+  entry entries_[2];
+  std::size_t older_ = 0;
   cudaStream_t stream_ = nullptr;
-  key_type key_{};
 };
 }  // namespace detail
 

@@ -201,10 +201,9 @@ struct cuda_fit_options {
 
 // Whole-loop training. When the batch and the parameters fit one block, all epochs run
 // in a single kernel launch; otherwise the fused per-step kernels, graph_steps of them
-// captured once as a CUDA graph and replayed as often as the epochs need (the rest
-// launched as they are), by this fit and later ones of the same shape: the step number
-// lives on the device and the history is indexed from it, so the graph bakes in no
-// step. (A graph of every epoch grew with the epochs: 10^5 of them, about 10^6 nodes
+// captured once as a CUDA graph and replayed as often as the epochs need (the rest in
+// a second graph), by this fit and later ones of the same shape: the step number lives
+// on the device and the history is indexed from it, so a graph bakes in no step. (A graph of every epoch grew with the epochs: 10^5 of them, about 10^6 nodes
 // to capture and instantiate.) A failure throws numeric_error carrying the losses of
 // the steps before it.
 namespace detail {
@@ -254,20 +253,24 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
-    const std::size_t per_graph = std::min(epochs, detail::graph_steps);
-    const detail::graph_cache::key_type key{
-        x.data(), y.data(), x.batch(), per_graph, std::move(settings),
+    detail::graph_cache::key_type key{
+        x.data(), y.data(), x.batch(), 0, std::move(settings),
         detail::addresses_of(s.params, s.optimizer_state, s.loss, s.partials, s.history, s.failed, s.step_counter) +
             s.layered.addresses()};
-    if (!s.graph.holds(key)) {
-      detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
-                            layered, s.layered, s.precision, s.graph.stream());
-      s.graph.capture(key, [&](cudaStream_t stream) {
-        for (std::size_t e = 0; e < per_graph; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
-      });
-    }
-    for (std::size_t e = 0; e + per_graph <= epochs; e += per_graph) s.graph.launch();
-    for (std::size_t e = 0; e < epochs % per_graph; ++e) detail::enqueue_step(s, loss, x, y, s.graph.stream(), true);
+    const auto run_graph_of = [&](std::size_t steps, std::size_t times) {
+      key.steps = steps;
+      if (!s.graph.holds(key)) {
+        detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
+                              layered, s.layered, s.precision, s.graph.stream());
+        s.graph.capture(key, [&](cudaStream_t stream) {
+          for (std::size_t e = 0; e < steps; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
+        });
+      }
+      for (std::size_t t = 0; t < times; ++t) s.graph.launch(key);
+    };
+    const std::size_t per_graph = std::min(epochs, detail::graph_steps);
+    run_graph_of(per_graph, epochs / per_graph);
+    if (epochs % per_graph != 0) run_graph_of(epochs % per_graph, 1);
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
