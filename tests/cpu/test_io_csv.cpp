@@ -79,6 +79,7 @@ TEST(Csv, ReportsTheFileLineAndColumnOfEveryProblem) {
       {"a,b\n1,2\"\n", {"line 2: a quote inside an unquoted field"}},
       {"a,b\n1,2\n\n3,4\n", {"line 3 is empty"}},
       {"\"multi\nline\",b\n1,2\n3,z\n", {"line 4, column 2 ('b'): 'z' is not a number"}},  // lines count physically
+      {"x,y\r1,2\r3,4\r", {"line 1: a carriage return without a line feed"}},  // once read as 4 odd names, 0 rows
   };
   for (const auto& [text, problems] : cases) {
     SCOPED_TRACE(text);

@@ -209,6 +209,15 @@ TEST(Errors, SizeMismatchesNameBothSizes) {
   } catch (const tl::shape_error& e) {
     EXPECT_NE(std::string(e.what()).find("do not fit in a size_t"), std::string::npos) << e.what();
   }
+  // 2^62 values fit a size_t but no vector: a memory_error (a std::bad_alloc) naming the
+  // shape, not std::length_error from inside std::vector.
+  try {
+    (void)tl::matrix(std::size_t(1) << 31, std::size_t(1) << 31);
+    FAIL() << "no exception";
+  } catch (const tl::memory_error& e) {
+    EXPECT_NE(std::string(e.what()).find("features (2147483648) x batch (2147483648)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)tl::matrix(std::size_t(1) << 31, std::size_t(1) << 31), std::bad_alloc);
   EXPECT_THROW((void)tl::matrix(2, huge, std::vector<float>{}), tl::shape_error);
   EXPECT_THROW((void)tl::basic_matrix<double>(huge, 4, std::span<const double>{}), tl::shape_error);
   EXPECT_THROW((void)tl::parameters<seed_fit::model_type>(std::vector<float>(48)), tl::shape_error);

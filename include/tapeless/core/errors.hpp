@@ -1,6 +1,7 @@
 // Exceptions that name the cause. Nothing the caller owns is changed when one is thrown.
 #pragma once
 
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,6 +27,17 @@ struct numeric_error : std::runtime_error {
 // The message names the file and the problem; nothing the caller owns was changed.
 struct io_error : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// Host memory for what was asked could not be allocated. A std::bad_alloc, so that
+// handlers for it still catch it, whose message says what was asked and how much.
+class memory_error : public std::bad_alloc {
+ public:
+  explicit memory_error(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
 };
 
 namespace detail {

@@ -96,6 +96,9 @@ class csv_reader {
     const std::size_t begin = pos_;
     while (pos_ < text_.size() && text_[pos_] != delimiter_ && text_[pos_] != '\n' && text_.substr(pos_, 2) != "\r\n") {
       if (text_[pos_] == '"') fail("a quote inside an unquoted field (quote the whole field)");
+      // A lone \r (old Mac line endings) would join every line into one header of
+      // odd names and no rows: refused, not read.
+      if (text_[pos_] == '\r') fail("a carriage return without a line feed (lines must end in \\n or \\r\\n)");
       ++pos_;
     }
     return std::string(text_.substr(begin, pos_ - begin));

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdio>
 #include <limits>
+#include <new>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -24,7 +27,7 @@ class basic_matrix {
 
   basic_matrix() = default;
   basic_matrix(std::size_t features, std::size_t batch)
-      : features_(features), batch_(batch), data_(value_count(features, batch)) {}
+      : features_(features), batch_(batch), data_(zeros(features, batch)) {}
   basic_matrix(std::size_t features, std::size_t batch, std::vector<T> data)
       : features_(features), batch_(batch), data_(std::move(data)) {
     check_size();
@@ -61,6 +64,21 @@ class basic_matrix {
       throw shape_error("tapeless::matrix: features (" + std::to_string(features) + ") x batch (" +
                         std::to_string(batch) + ") values do not fit in a size_t");
     return features * batch;
+  }
+  static std::vector<T> zeros(std::size_t features, std::size_t batch) {
+    const std::size_t count = value_count(features, batch);
+    try {
+      return std::vector<T>(count);
+    } catch (const std::bad_alloc&) {
+      char gigabytes[32];
+      std::snprintf(gigabytes, sizeof gigabytes, "%.1f GB", double(count) * sizeof(T) / 1e9);
+      throw memory_error("tapeless::matrix: features (" + std::to_string(features) + ") x batch (" +
+                         std::to_string(batch) + ") = " + std::to_string(count) + " values (" + gigabytes +
+                         ") could not be allocated");
+    } catch (const std::length_error&) {
+      throw memory_error("tapeless::matrix: features (" + std::to_string(features) + ") x batch (" +
+                         std::to_string(batch) + ") = " + std::to_string(count) + " values are more than a vector holds");
+    }
   }
   void check_size() const {
     if (data_.size() != value_count(features_, batch_)) {
