@@ -85,6 +85,15 @@ TEST(Functions, MinMaxAndWhere) {
   const auto tie = tl::grad([](auto x, auto y) { return tl::max(x, y); }, P2{1.5, 1.5});
   EXPECT_EQ(tie[0], 0.5);
   EXPECT_EQ(tie[1], 0.5);
+  // Second derivatives at the tie follow the same halves, so the Hessian is symmetric
+  // (JAX's [[1, 0.5], [0.5, 0]]; taking a's tangent once gave [[1.5, 0.5], [0, 0]]).
+  for (const auto& H : {tl::hessian([](auto a, auto b) { return tl::max(a, b) * a; }, P2{1.0, 1.0}),
+                        tl::hessian([](auto a, auto b) { return tl::min(a, b) * a; }, P2{1.0, 1.0})}) {
+    EXPECT_EQ(H[0][0], 1.0);
+    EXPECT_EQ(H[0][1], 0.5);
+    EXPECT_EQ(H[1][0], 0.5);
+    EXPECT_EQ(H[1][1], 0.0);
+  }
   // A NaN on either side is the result (max(3, NaN) was 3), reductions included.
   const double nan = std::nan("");
   for (const P2& q : {P2{nan, 3.0}, P2{3.0, nan}}) {
@@ -95,6 +104,12 @@ TEST(Functions, MinMaxAndWhere) {
       [](auto x, auto y) { return tl::max(tl::make_array(x, y, 3.0 * x)) + tl::min(tl::make_array(x, y)); },
       P2{1.0, nan});
   EXPECT_TRUE(std::isnan(reduced.value));
+  // relu too (it gave 0 with derivative 0, and a NaN weight in a relu layer trained on
+  // unreported); at 0 and below it is 0.
+  EXPECT_TRUE(std::isnan(tl::value_and_grad([](auto x) { return tl::relu(x); }, std::array{nan}).value));
+  EXPECT_TRUE(std::isnan(tl::relu(std::nanf(""))));
+  EXPECT_EQ(tl::relu(-2.0), 0.0);
+  EXPECT_EQ(tl::relu(0.0f), 0.0f);
 }
 
 TEST(ExpressionArrays, ReductionsAndSoftmax) {

@@ -132,6 +132,30 @@ auto shared_levels(E y) {
   else return shared_levels<Levels - 1>(tl::sin(y) * tl::cos(y) * tl::lit<0.9>);
 }
 
+// where's untaken side with a NaN derivative makes the gradient NaN in a layer and in a
+// loss as it does in tl::grad (the forward sweep once dropped it: finite gradients).
+TEST(LambdaActivation, WhereWithANaNDerivativeOnTheUntakenSideIsNaNAsInGrad) {
+  const auto guarded = [](auto v) { return tl::where(v > 0.0, tl::sqrt(v), 0.0 * v); };
+  EXPECT_TRUE(std::isnan(tl::grad(guarded, std::array{-1.0})[0]));
+  const auto model = tl::chain(tl::dense<1, 1>(guarded));
+  tl::parameters<std::remove_cvref_t<decltype(model)>, double> p;
+  p.flat()[0] = 1.0;  // weight: z = x
+  p.flat()[1] = 0.0;
+  const tl::basic_matrix<double> x(1, 2, std::vector<double>{-1.0, 4.0}), y(1, 2, std::vector<double>{0.5, 1.5});
+  const auto layer = tl::value_and_grad(tl::mse, model, p, x, y);
+  EXPECT_TRUE(std::isnan(layer.gradient.flat()[0]));
+  const auto loss = tl::elementwise_loss([](auto yhat, auto t) {
+    const auto r = yhat - t;
+    return tl::where(r > 0.0, tl::sqrt(r), 0.0 * r);
+  });
+  const auto linear = tl::chain(tl::dense<1, 1>());
+  tl::parameters<std::remove_cvref_t<decltype(linear)>, double> q;
+  q.flat()[0] = 1.0;
+  q.flat()[1] = 0.0;
+  const auto through_loss = tl::value_and_grad(loss, linear, q, x, y);
+  EXPECT_TRUE(std::isnan(through_loss.gradient.flat()[0]));
+}
+
 TEST(LambdaActivation, DeeplySharedExpressionBuildsAndMatchesItsScalarDerivative) {
   const auto deep = [](auto x) { return shared_levels<40>(x); };
   const auto model = tl::chain(tl::dense<1, 3>(deep), tl::dense<3, 1>());

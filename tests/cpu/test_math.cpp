@@ -16,6 +16,32 @@ TEST(FastMath, ExpRelativeErrorBelowThreeUlp) {
   EXPECT_LT(worst, 3 * 5.96e-8);
 }
 
+// Past [-87, 88]: the normal results up to FLT_MAX within 3 ulp, the subnormals within
+// one subnormal step, then 0 and infinity; NaN stays NaN. (The input was once clamped,
+// and exp(100.f) was 1.65e38.)
+TEST(FastMath, ExpOverflowsAndUnderflowsAsExpf) {
+  double worst = 0;
+  for (float x = 87.0f; x <= 88.7228f; x += 0.0001f) {
+    const double exact = std::exp(double(x));
+    worst = std::max(worst, std::abs(tl::math::exp(x) - exact) / exact);
+  }
+  for (float x = -87.3f; x >= -87.0f - 0.33f; x -= 0.0001f) {  // the normal range's bottom
+    const double exact = std::exp(double(x));
+    worst = std::max(worst, std::abs(tl::math::exp(x) - exact) / exact);
+  }
+  EXPECT_LT(worst, 3 * 5.96e-8);
+  const double subnormal_step = std::numeric_limits<float>::denorm_min();
+  for (float x = -88.0f; x >= -103.9f; x -= 0.01f)
+    EXPECT_LE(std::abs(tl::math::exp(x) - std::exp(double(x))), std::max(subnormal_step, 3e-7 * std::exp(double(x)))) << x;
+  EXPECT_TRUE(std::isinf(tl::math::exp(88.73f)));
+  EXPECT_TRUE(std::isinf(tl::math::exp(100.0f)));
+  EXPECT_TRUE(std::isinf(tl::math::exp(std::numeric_limits<float>::infinity())));
+  EXPECT_EQ(tl::math::exp(-104.0f), 0.0f);
+  EXPECT_EQ(tl::math::exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(tl::math::exp(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(tl::math::exp(0.0f), 1.0f);
+}
+
 TEST(FastMath, DoubleExpWithinThreeUlp) {
   double worst = 0;
   for (double x = -707.0; x <= 708.0; x += 0.0131) {

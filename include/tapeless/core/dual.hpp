@@ -36,6 +36,9 @@ struct dual {
 };
 
 namespace math {
+// max and min at a tie: the tangent of either side's half, as the partials of 1/2 say
+// (taking a's made hessian(max(a, b) * a) at a = b asymmetric, and not JAX's).
+template <class T> TL_HD dual<T> at_tie(dual<T> a, dual<T> b) { return {a.value, T(0.5) * (a.tangent + b.tangent)}; }
 // Each rule: f(v) and f'(v) * tangent.
 template <class T> TL_HD dual<T> exp(dual<T> a) { const T y = exp(a.value); return {y, y * a.tangent}; }
 template <class T> TL_HD dual<T> log(dual<T> a) { return {log(a.value), a.tangent / a.value}; }

@@ -30,10 +30,17 @@ TL_INLINE std::int32_t float_to_bits(float value) {
 }
 
 // Cephes-style expf: x = n ln2 + r, exp(r) by a degree-7 polynomial on |r| <= ln2/2,
-// then scaled by 2^n through the exponent bits. Max relative error ~2 ulp.
+// then scaled by 2^n through the exponent bits, in two factors so that results down to
+// the subnormals (n >= -149) and up to FLT_MAX come out right. Past them: 0 and
+// infinity, as expf (the input was once clamped to [-87, 88], which made exp(100.f)
+// 1.65e38 and hid an overflowing loss from the steps' non-finite checks). Max relative
+// error ~2 ulp for normal results; a NaN stays NaN.
 TL_INLINE float host_expf(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
+  const bool overflow = x > 88.72283935546875f, underflow = x < -103.972084045410f;
+  // Clamped only so that the exponent arithmetic stays in range; the selects below
+  // decide past the thresholds. (A NaN passes: its comparisons are false.)
+  x = x < -104.0f ? -104.0f : x;
+  x = x > 89.0f ? 89.0f : x;
   // Adding 1.5 * 2^23 rounds x / ln2 to the nearest integer n, which then sits in
   // the low mantissa bits: no float-to-int conversion needed.
   constexpr float round_magic = 12582912.0f;
@@ -49,7 +56,10 @@ TL_INLINE float host_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * bits_to_float((n_int + 127) << 23);
+  // 2^n as 2^(n/2) 2^(n - n/2): each a normal float for n in [-149, 128].
+  const std::int32_t half = n_int / 2;
+  const float y = p * bits_to_float((half + 127) << 23) * bits_to_float((n_int - half + 127) << 23);
+  return underflow ? 0.0f : overflow ? bits_to_float(0x7f800000) : y;
 }
 
 // tanh(a) = -m / (2 + m) with m = e^{-2a} - 1, a = |x|. Why this form: m comes out of
@@ -173,6 +183,12 @@ TL_HD inline double pow(double x, double c) { return ::pow(x, c); }
 template <class T>
 TL_HD inline T select(bool condition, T if_true, T if_false) {
   return condition ? if_true : if_false;
+}
+// max or min at a tie (a == b): the value; dual numbers (core/dual.hpp) average the
+// sides' tangents there, as the tie's partials of 1/2 do.
+template <class T>
+TL_HD inline T at_tie(T a, T) {
+  return a;
 }
 
 }  // namespace tl::math

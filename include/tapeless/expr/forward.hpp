@@ -22,6 +22,19 @@ struct value_tangent {
   T value, tangent;
 };
 
+// where(a op b, p, q): the taken side's value; the tangent is both sides' tangents
+// weighted 1 and 0, as the reverse sweep's partials are, so that a NaN or infinite
+// derivative on the side not taken gives NaN in both modes (JAX's gradient). A select
+// of the tangents dropped it: a lambda activation's or elementwise loss's gradient
+// then differed from tl::grad of the same function.
+template <class Compare, class T>
+TL_HD TL_INLINE value_tangent<T> where_rule(const T& a, const T& b, const value_tangent<T>& p,
+                                            const value_tangent<T>& q) {
+  const auto take_p = Compare::test(a, b);
+  const T weight_p = math::select(take_p, T(1), T(0));
+  return {math::select(take_p, p.value, q.value), weight_p * p.tangent + (T(1) - weight_p) * q.tangent};
+}
+
 // One scheduled node's value and tangent from its children's slots: free functions
 // of graph.hpp's small step types, not members named after the expression (see there).
 template <std::size_t Seed, class T, std::size_t I>
@@ -49,9 +62,9 @@ TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::binary_
 template <std::size_t Seed, class T, class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q>
 TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::where_step<Compare, A, B, P, Q>,
                                   std::size_t i) {
-  const auto take_p = Compare::test(value[A], value[B]);
-  value[i] = math::select(take_p, value[P], value[Q]);
-  tangent[i] = math::select(take_p, tangent[P], tangent[Q]);
+  const value_tangent<T> r = where_rule<Compare>(value[A], value[B], {value[P], tangent[P]}, {value[Q], tangent[Q]});
+  value[i] = r.value;
+  tangent[i] = r.tangent;
 }
 
 // Seed: the derivative with respect to variable Seed.
@@ -88,10 +101,8 @@ class tangent_sweep {
       const T y = Node::op_type::apply(a.value, b.value, da, db);
       return {y, da * a.tangent + db * b.tangent};
     } else {
-      const auto take_p = Node::compare_type::test(child(node.a()).value, child(node.b()).value);
-      const auto p = child(node.p());
-      const auto q = child(node.q());
-      return {math::select(take_p, p.value, q.value), math::select(take_p, p.tangent, q.tangent)};
+      return where_rule<typename Node::compare_type>(child(node.a()).value, child(node.b()).value, child(node.p()),
+                                                     child(node.q()));
     }
   }
 

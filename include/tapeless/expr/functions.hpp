@@ -99,8 +99,9 @@ TL_HD T stable_logistic(T x) {
 
 TL_VALUE_DERIVABLE_FUNCTION(identity, x, T(1));
 TL_VALUE_DERIVABLE_FUNCTION(tanh, math::tanh(x), T(1) - y * y);
-// relu(x) > 0 exactly where x > 0 (a NaN gives 0 and 0 either way).
-TL_VALUE_DERIVABLE_FUNCTION(relu, math::select(x > T(0), x, T(0)), math::select(y > T(0), T(1), T(0)));
+// relu(x) > 0 exactly where x > 0. A NaN stays NaN (as in JAX and PyTorch): as 0 it
+// vanished inside the model, and the steps' non-finite checks never saw it.
+TL_VALUE_DERIVABLE_FUNCTION(relu, math::select(x < T(0), T(0), x), math::select(y > T(0), T(1), T(0)));
 TL_VALUE_DERIVABLE_FUNCTION(sigmoid, detail::stable_logistic(x), y * (T(1) - y));
 #undef TL_VALUE_DERIVABLE_FUNCTION
 TL_UNARY_FUNCTION(softplus) {

@@ -34,14 +34,14 @@ struct max_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     da = math::select(a > b, T(1), math::select(a < b, T(0), T(0.5)));
     db = T(1) - da;
-    return math::select(b == b, math::select(a < b, b, a), b);
+    return math::select(b == b, math::select(a < b, b, math::select(a > b, a, math::at_tie(a, b))), b);
   }
 };
 struct min_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
     da = math::select(a < b, T(1), math::select(a > b, T(0), T(0.5)));
     db = T(1) - da;
-    return math::select(b == b, math::select(b < a, b, a), b);
+    return math::select(b == b, math::select(b < a, b, math::select(a < b, a, math::at_tie(a, b))), b);
   }
 };
 
