@@ -113,6 +113,10 @@ TEST(Jacobian, MatchesAnalytic) {
   const std::array<std::array<double, 2>, 3> expected{{{1.2, 0.3}, {std::exp(0.3), 1.0}, {0.0, std::cos(1.2)}}};
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 2; ++j) EXPECT_NEAR(J[i][j], expected[i][j], 1e-14) << i << "," << j;
+  // The same outputs as an expression array (tl::make_array; it did not compile).
+  const auto A = tl::jacobian([](auto x, auto y) { return tl::make_array(x * y, tl::exp(x) + y, tl::sin(y)); },
+                              std::array{0.3, 1.2});
+  EXPECT_EQ(A, J);
 }
 
 TEST(Hessian, MatchesAnalytic) {

@@ -93,17 +93,25 @@ std::array<std::array<T, N>, N> hessian(const F& f, const std::array<T, N>& poin
   return h;
 }
 
-// Jacobian of a vector-valued function: f returns a std::tuple or std::array of
-// expressions; row i is the gradient of output i (one reverse sweep per output).
+// Jacobian of a vector-valued function: f returns an expression array (tl::make_array),
+// a std::tuple or a std::array of expressions; row i is the gradient of output i (one
+// reverse sweep per output).
 template <class F, class T, std::size_t N>
 auto jacobian(const F& f, const std::array<T, N>& point) {
   constexpr bool ok = detail::check_point<T>() && detail::check_trace<N, F>();
-  if constexpr (!ok) return 0;
-  else return std::apply(
-      [&](const auto&... out) {
-        return std::array<std::array<T, N>, sizeof...(out)>{detail::value_and_grad_of(out, point).gradient...};
-      },
-      detail::trace<N>(f));
+  if constexpr (!ok) {
+    return 0;
+  } else {
+    const auto rows = [&](const auto&... out) {
+      return std::array<std::array<T, N>, sizeof...(out)>{detail::value_and_grad_of(out, point).gradient...};
+    };
+    const auto outputs = detail::trace<N>(f);
+    if constexpr (is_expression_array_v<decltype(outputs)>)
+      return [&]<std::size_t... I>(std::index_sequence<I...>) { return rows(outputs.template get<I>()...); }(
+          std::make_index_sequence<outputs.size()>{});
+    else
+      return std::apply(rows, outputs);
+  }
 }
 
 }  // namespace tl

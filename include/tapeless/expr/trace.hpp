@@ -70,7 +70,7 @@ constexpr bool check_trace() {
                   "tapeless: the function cannot be called with tapeless expressions: take every argument as "
                   "`auto` (not int, float or double), build the result with tl:: functions (tl::exp, not "
                   "std::exp; tl::pow(x, y); p[tl::idx<0>], not p[0]) and choose with tl::where(a > b, p, q), "
-                  "not `if` or `?:`");
+                  "not `if` or `?:`; and it must take as many arguments as the point has values");
     return false;
   } else {
     using R = std::remove_cvref_t<typename invocable_with_variables<N, F>::template result<>>;
