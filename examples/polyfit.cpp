@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "polyfit_csv.hpp"
 #include "polyfit_polynomial.hpp"
 #include "seed_fit.hpp"
 #if TL_DEVICE_COMPILER
@@ -97,11 +98,13 @@ int main(int argc, char** argv) try {
     return 2;
   }
 
-  std::ofstream csv(csv_path);  // opened first: a path that cannot be written fails before training
-  if (!csv) throw std::runtime_error("cannot write " + csv_path);
+  // A path that cannot be written fails before training; opened to append, so that an
+  // existing file is not cut short by a run that fails later. Written at the end by
+  // tl::save_csv: atomically, and with every digit (it round-trips).
+  if (!std::ofstream(csv_path, std::ios::app)) throw std::runtime_error("cannot write " + csv_path);
 
   const auto data = seed_fit::make_data();
-  if (model_name == "polynomial") return fit_polynomial(data, device_name, csv, csv_path);
+  if (model_name == "polynomial") return fit_polynomial(data, device_name, csv_path);
   const auto model = seed_fit::make_model();
   tl::train_state state(model, seed_fit::initial_parameters(), tl::adam{seed_fit::learning_rate});
   tl::fit_result run;
@@ -134,9 +137,7 @@ int main(int argc, char** argv) try {
   std::printf("training time: %.3f ms for %zu steps (%.2f us/step)\n", run.seconds * 1e3, epochs,
               run.seconds * 1e6 / double(epochs));
 
-  csv << "x,y,yhat\n";
-  for (std::size_t s = 0; s < data.x.batch(); ++s) csv << data.x(0, s) << ',' << data.y(0, s) << ',' << yhat(0, s) << '\n';
-  std::printf("wrote %s\n", csv_path.c_str());
+  seed_fit::save_fit_csv(csv_path, data, yhat);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "polyfit: %s\n", e.what());

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "polyfit_csv.hpp"
 #include "tapeless/cpu/least_squares.hpp"
 #include "tapeless/nn/expression_model.hpp"
 #if TL_DEVICE_COMPILER
@@ -13,8 +14,7 @@
 #endif
 
 // The seed's quadratic fitted directly: a formula with three parameters.
-int fit_polynomial(const seed_fit::data& data, const std::string& device_name, std::ofstream& csv,
-                   const std::string& csv_path) {
+int fit_polynomial(const seed_fit::data& data, const std::string& device_name, const std::string& csv_path) {
   const auto quadratic = tl::expression_model<3, 1>([](const auto& p, const auto& x) {
     const auto t = x[tl::idx<0>];
     return p[tl::idx<0>] * t * t + p[tl::idx<1>] * t + p[tl::idx<2>];
@@ -45,9 +45,7 @@ int fit_polynomial(const seed_fit::data& data, const std::string& device_name, s
   std::printf("residual sum of squares %.6f over %zu points (the data: y = x^2 - 2x + 0.1 N(0, 1))\n",
               fit.residual_sum_of_squares, fit.residuals);
   const tl::matrix yhat = tl::apply(quadratic, params, data.x);
-  csv << "x,y,yhat\n";
-  for (std::size_t s = 0; s < data.x.batch(); ++s) csv << data.x(0, s) << ',' << data.y(0, s) << ',' << yhat(0, s) << '\n';
-  std::printf("wrote %s\n", csv_path.c_str());
+  seed_fit::save_fit_csv(csv_path, data, yhat);
   return 0;
 }
 

@@ -3,10 +3,9 @@
 // the least-squares solver adds nothing to the seed example's build time.
 #pragma once
 
-#include <fstream>
 #include <string>
 
 #include "seed_fit.hpp"
 
-int fit_polynomial(const seed_fit::data& data, const std::string& device_name, std::ofstream& csv,
-                   const std::string& csv_path);
+// Fits, prints the result and writes the CSV to csv_path (polyfit_csv.hpp).
+int fit_polynomial(const seed_fit::data& data, const std::string& device_name, const std::string& csv_path);

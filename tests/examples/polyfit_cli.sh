@@ -60,8 +60,10 @@ CUDA_VISIBLE_DEVICES= run --device auto --epochs 3 --csv hidden.csv
 device_line=$(grep '^device: ' <<<"$out")
 [[ "$device_line" =~ ^device:\ cpu\ \(--device\ auto:\ (no\ usable\ GPU:\ cuda[A-Za-z]+:\ .+|this\ polyfit\ was\ built\ by\ g\+\+.*)\)$ ]] ||
   fail "--device auto, GPUs hidden: no CUDA reason in: $device_line"
+printf 'kept\n' > hidden.csv
 CUDA_VISIBLE_DEVICES= run --device cuda --epochs 3 --csv hidden.csv
 [ "$status" -eq 1 ] || fail "--device cuda, GPUs hidden: exit $status, expected 1"
+[ "$(<hidden.csv)" = kept ] || fail "--device cuda, GPUs hidden: the failed run cut the existing CSV"
 grep -qE "no CUDA device is usable here \(cuda[A-Za-z]+: .+\)|built by g\+\+ without CUDA" <<<"$err" ||
   fail "--device cuda, GPUs hidden: message without CUDA's reason: $err"
 
