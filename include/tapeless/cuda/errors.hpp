@@ -43,7 +43,13 @@ namespace tl::detail {
 inline void require_device_memory(const char* where, std::size_t bytes, const std::string& what) {
   if (bytes == 0) return;
   std::size_t free_bytes = 0, total = 0;
-  TL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  // Named after the caller: the first call a state makes on a machine without a usable
+  // GPU (a missing driver) failed here, in a message that pointed into this header.
+  if (const cudaError_t status = cudaMemGetInfo(&free_bytes, &total); status != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw cuda_error(status, std::string("tapeless::") + where + ": no CUDA device is usable here (" +
+                                 cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")");
+  }
   if (bytes <= free_bytes) return;
   const auto gib = [](std::size_t b) { return std::to_string(double(b) / double(1ull << 30)).substr(0, 6) + " GiB"; };
   throw device_memory_error(bytes, free_bytes,
