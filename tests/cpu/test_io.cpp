@@ -274,6 +274,10 @@ TEST(AtomicWrite, ReportsRealFailuresAndCleansUp) {
                                {"occupied", "renaming the temporary file over the target failed"});
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"occupied"});
   EXPECT_EQ(tl_test::read_bytes(dir / "occupied" / "keep"), "x");
+  // A path that names no file says so (it said "Is a directory" for "").
+  expect_failure<tl::io_error>([&] { tl::save_safetensors("", tensors); }, {"cannot save: the path is empty"});
+  expect_failure<tl::io_error>([&] { tl::save_safetensors(dir.path() / "sub/", tensors); },
+                               {"cannot save: the path names a directory, not a file"});
 }
 
 }  // namespace

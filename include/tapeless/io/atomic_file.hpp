@@ -68,7 +68,10 @@ inline void write_file_atomically(const std::filesystem::path& target,
                                "; the previous contents, if any, are unchanged");
   };
 
-  if (target.filename().empty()) fail(write_step::create, EISDIR);
+  // An empty path or one ending in '/' names no file ("Is a directory" said it badly).
+  if (target.filename().empty())
+    throw_io_error(target, target.empty() ? "cannot save: the path is empty"
+                                          : "cannot save: the path names a directory, not a file");
   int fd = -1;
   for (unsigned attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     if (injected(write_step::create)) fail(write_step::create, EIO);
