@@ -176,6 +176,25 @@ TEST(Functions, PowAtZero) {
   EXPECT_NEAR(h[1][0], 0.5, 1e-15);
 }
 
+// In float on the host, softplus's log1p is a series and gelu_erf's erf a rational
+// form (both vectorize); value and derivative against the double functions.
+TEST(Functions, FloatSoftplusAndGeluErfMatchDouble) {
+  double worst_softplus = 0, worst_gelu = 0;
+  for (float x = -30.0f; x <= 30.0f; x += 0.00123f) {
+    float df, dg;
+    double dd, de;
+    const float sf = tl::softplus.value_and_derivative(x, df), gf = tl::gelu_erf.value_and_derivative(x, dg);
+    const double sd = tl::softplus.value_and_derivative(double(x), dd), gd = tl::gelu_erf.value_and_derivative(double(x), de);
+    const double scale = std::max(1.0, std::abs(sd));
+    worst_softplus = std::max({worst_softplus, std::abs(sf - sd) / scale, std::abs(df - dd)});
+    worst_gelu = std::max({worst_gelu, std::abs(gf - gd) / std::max(1.0, std::abs(gd)), std::abs(dg - de)});
+  }
+  EXPECT_LT(worst_softplus, 3e-7);
+  EXPECT_LT(worst_gelu, 1.5e-6);
+  EXPECT_EQ(tl::softplus(0.0f), std::log(2.0f));
+  EXPECT_GT(tl::softplus(-90.0f), 0.0f);  // e^-90 is a float; log1p of it is itself
+}
+
 TEST(Functions, ScalarCallsComputeValues) {
   EXPECT_DOUBLE_EQ(tl::relu(-2.0), 0.0);
   EXPECT_NEAR(tl::sigmoid(0.3), sigmoid_ref(0.3), 1e-15);
