@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -98,10 +98,14 @@ int main(int argc, char** argv) try {
     return 2;
   }
 
-  // A path that cannot be written fails before training; opened to append, so that an
-  // existing file is not cut short by a run that fails later. Written at the end by
-  // tl::save_csv: atomically, and with every digit (it round-trips).
-  if (!std::ofstream(csv_path, std::ios::app)) throw std::runtime_error("cannot write " + csv_path);
+  // The CSV is written at the end by tl::save_csv (atomically, by a rename, and with
+  // every digit); what would make that fail is checked before training, without
+  // touching the file: a missing directory, or a target that is not a regular file.
+  const std::filesystem::path csv_file(csv_path);
+  const std::filesystem::path csv_directory = csv_file.has_parent_path() ? csv_file.parent_path() : ".";
+  if (!std::filesystem::is_directory(csv_directory) ||
+      (std::filesystem::exists(csv_file) && !std::filesystem::is_regular_file(csv_file)))
+    throw std::runtime_error("cannot write " + csv_path);
 
   const auto data = seed_fit::make_data();
   if (model_name == "polynomial") return fit_polynomial(data, device_name, csv_path);

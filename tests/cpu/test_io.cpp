@@ -268,10 +268,12 @@ TEST(AtomicWrite, ReportsRealFailuresAndCleansUp) {
   const std::vector<tl::tensor_view> tensors{{"w", w, {1}}};
   expect_failure<tl::io_error>([&] { tl::save_safetensors(dir / "no/such/dir/m.safetensors", tensors); },
                                {"no/such/dir/m.safetensors", "creating the temporary file failed", "No such file"});
-  std::filesystem::create_directory(dir / "occupied");  // renaming a file over a directory fails
+  std::filesystem::create_directory(dir / "occupied");  // a directory, /dev/null: never replaced
   tl_test::write_bytes(dir / "occupied" / "keep", "x");
   expect_failure<tl::io_error>([&] { tl::save_safetensors(dir / "occupied", tensors); },
-                               {"occupied", "renaming the temporary file over the target failed"});
+                               {"occupied", "it exists and is not a regular file"});
+  expect_failure<tl::io_error>([&] { tl::save_safetensors("/dev/null", tensors); }, {"is not a regular file"});
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
   EXPECT_EQ(dir.listing(), std::vector<std::string>{"occupied"});
   EXPECT_EQ(tl_test::read_bytes(dir / "occupied" / "keep"), "x");
   // A path that names no file says so (it said "Is a directory" for "").

@@ -131,6 +131,17 @@ TEST(TrainStep, FailureAfterAnOverflowingUpdateNamesTheParameters) {
     EXPECT_NE(std::string(e.what()).find("written by an earlier update"), std::string::npos) << e.what();
   }
   EXPECT_EQ(state.step, 1);
+  // Before the first step the parameters are the initial ones: no update is blamed.
+  auto initial = seed_fit::initial_parameters();
+  initial.flat()[3] = std::numeric_limits<float>::quiet_NaN();
+  tl::train_state fresh(seed_fit::make_model(), initial, tl::adam{0.01f});
+  try {
+    tl::train_step(fresh, tl::mse, data.x, data.y);
+    FAIL() << "no exception";
+  } catch (const tl::numeric_error& e) {
+    EXPECT_NE(std::string(e.what()).find("at step 1 (the initial parameters hold NaN at parameter 3)"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A negative epoch count converted to std::size_t is refused before anything runs.

@@ -32,9 +32,11 @@ inline std::string non_finite_sample(const char* batch, double value, std::size_
 // because an earlier update had already written a NaN or an infinity (a learning rate
 // too large for the model, or for float). Both backends' failed-step messages end with
 // it when x and y are finite.
-inline std::string non_finite_parameter(double value, std::size_t index) {
-  return std::string(" (the parameters hold ") + (std::isnan(value) ? "NaN" : "an infinity") + " at parameter " +
-         std::to_string(index) + ", written by an earlier update: a learning rate too large for the model?)";
+// Before the state's first step the parameters are the initial ones (`initial`).
+inline std::string non_finite_parameter(double value, std::size_t index, bool initial) {
+  return std::string(" (the ") + (initial ? "initial " : "") + "parameters hold " +
+         (std::isnan(value) ? "NaN" : "an infinity") + " at parameter " + std::to_string(index) +
+         (initial ? ")" : ", written by an earlier update: a learning rate too large for the model?)");
 }
 
 }  // namespace tl::detail

@@ -23,12 +23,13 @@ namespace detail {
 // (an earlier update wrote it); empty when neither does. Looked for only once a step
 // has failed: the data are the usual cause, and a message that names them saves a search.
 template <class T>
-std::string non_finite_cause(const basic_matrix<T>& x, const basic_matrix<T>& y, std::span<const T> params) {
+std::string non_finite_cause(const basic_matrix<T>& x, const basic_matrix<T>& y, std::span<const T> params,
+                             bool initial) {
   for (const auto* m : {&x, &y}) {
     if (const auto i = first_non_finite<T>(m->values()))
       return non_finite_sample(m == &x ? "x" : "y", double(m->values()[*i]), *i, m->features());
   }
-  if (const auto i = first_non_finite<T>(params)) return non_finite_parameter(double(params[*i]), *i);
+  if (const auto i = first_non_finite<T>(params)) return non_finite_parameter(double(params[*i]), *i, initial);
   return {};
 }
 // `step` is the state's count of steps taken, so the message's "step N" is the state's
@@ -59,7 +60,7 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     check_settings(state.optimizer);
     const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
                                                                   y.data(), x.batch(), state.gradient.data());
-    const auto cause = [&] { return non_finite_cause(x, y, std::span<const T>(std::as_const(state.params).flat())); };
+    const auto cause = [&] { return non_finite_cause(x, y, std::span<const T>(std::as_const(state.params).flat()), state.step == 0); };
     if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, cause());
     if (!gradient_finite)
       throw_non_finite(where, "gradient", state.step, first_non_finite_value(std::as_const(state.gradient).flat()),

@@ -46,8 +46,11 @@ inline void require_device_memory(const char* where, std::size_t bytes, const st
   // Named after the caller: the first call a state makes on a machine without a usable
   // GPU (a missing driver) failed here, in a message that pointed into this header.
   if (const cudaError_t status = cudaMemGetInfo(&free_bytes, &total); status != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw cuda_error(status, std::string("tapeless::") + where + ": no CUDA device is usable here (" +
+    const bool no_device = status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver ||
+                           status == cudaErrorInitializationError;
+    if (no_device) (void)cudaGetLastError();
+    throw cuda_error(status, std::string("tapeless::") + where +
+                                 (no_device ? ": no CUDA device is usable here (" : ": cudaMemGetInfo failed (") +
                                  cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")");
   }
   if (bytes <= free_bytes) return;

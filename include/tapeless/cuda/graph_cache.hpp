@@ -40,7 +40,10 @@ class graph_cache {
   };
   graph_cache() = default;
   graph_cache(const graph_cache&) {}
-  graph_cache& operator=(const graph_cache&) { return *this; }
+  graph_cache& operator=(const graph_cache& other) {  // empty, as a copy starts
+    if (this != &other) reset();
+    return *this;
+  }
   ~graph_cache() { reset(); }
 
   bool holds(const key_type& k) const { return find(k) != nullptr; }
@@ -52,6 +55,18 @@ class graph_cache {
   cudaStream_t stream() {
     if (!stream_) TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     return stream_;
+  }
+  // Makes the graph under k held and the more recent of the two: captured from what
+  // `record(stream)` enqueues when it is not held yet, in place of the other. A fit
+  // holds both its graphs this way before launching either, so that a failed capture
+  // leaves the state as it was.
+  template <class Record>
+  void hold(const key_type& k, Record record) {
+    if (const entry* e = find(k)) {
+      older_ = e == &entries_[0] ? 1 : 0;
+      return;
+    }
+    capture(k, record);
   }
   // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`, in
   // place of the older graph.

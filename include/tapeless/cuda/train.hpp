@@ -54,7 +54,7 @@ struct cuda_train_state {
   thrust::device_vector<long> failed = thrust::device_vector<long>(2, -1);
   // The device's copy of `step`, and the step a running fit() started from.
   thrust::device_vector<long> step_counter = thrust::device_vector<long>(2, 0);
-  detail::graph_cache graph;  // the per-step path of fit(), captured once per shape
+  detail::graph_cache graph;  // the per-step path of fit(): its two graphs, captured once per shape
   // How the tiled path (dense chains over 255 parameters, float) multiplies layers
   // whose widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
   matmul_precision precision = matmul_precision::fp32;
@@ -150,14 +150,14 @@ std::size_t least_non_finite(const T* values, std::size_t count) {
 // up the hint, never the numeric_error and its loss history.
 template <class T>
 std::string non_finite_cause(const basic_device_matrix<T>* x, const basic_device_matrix<T>* y,
-                             const thrust::device_vector<T>& params) try {
+                             const thrust::device_vector<T>& params, bool initial) try {
   for (const auto* m : {x, y}) {
     if (!m) continue;
     const std::size_t count = m->values.size(), at = least_non_finite(m->data(), count);
     if (at < count) return non_finite_sample(m == x ? "x" : "y", double(T(m->values[at])), at, m->features());
   }
   const std::size_t at = least_non_finite(thrust::raw_pointer_cast(params.data()), params.size());
-  if (at < params.size()) return non_finite_parameter(double(T(params[at])), at);
+  if (at < params.size()) return non_finite_parameter(double(T(params[at])), at, initial);
   return {};
 } catch (const std::exception&) {
   return {};
@@ -185,12 +185,12 @@ void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
   const std::vector<long> failed(s.failed.begin(), s.failed.end());
   if (failed[0] >= 0)
     throw numeric_error(detail::failure_message("train_step", failed[0], failed[1],
-                                                detail::non_finite_cause<T>(nullptr, nullptr, s.params)));
+                                                detail::non_finite_cause<T>(nullptr, nullptr, s.params, failed[0] == 0)));
 }
 
 // fit_options' fields and the GPU's own, in one aggregate so that designated
 // initializers reach all of them ({.progress = true, .one_launch = false}). The GPU
-// runs all epochs in one launch or graph, so progress, off by default, is reported
+// runs all epochs in one launch or in replayed graphs, so progress, off by default, is reported
 // after the run: the lines the CPU's fit prints every `log_every` epochs.
 struct cuda_fit_options {
   bool progress = false;
@@ -217,7 +217,6 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   detail::check_settings(s.optimizer);
   detail::check_epochs("fit", epochs);
   fit_result result;
-  if (epochs == 0) return result;
   if (s.history.size() < epochs) s.history.resize(epochs);
   const long first_step = s.step;
   thrust::fill(s.failed.begin(), s.failed.end(), -1L);
@@ -225,6 +224,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   // A regime or precision the model cannot take is an error at every batch size, before
   // the one-launch kernel (which has no regime) could be chosen for a small one.
   const bool layered = detail::takes_layered_path<Model, T>(s.regime, s.precision);
+  if (epochs == 0) return result;
   bool one_block = false;
   if constexpr (detail::per_thread_gradients<Model>)
     one_block = !layered && options.one_launch && x.batch() * (Model::parameter_count + 1) <= detail::one_block_work;
@@ -253,24 +253,35 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     settings.append(reinterpret_cast<const char*>(&s.precision), sizeof s.precision);
     settings.append(reinterpret_cast<const char*>(&s.regime), sizeof s.regime);
     settings.append(reinterpret_cast<const char*>(&s.layered_chunk_bytes), sizeof s.layered_chunk_bytes);
+    // The model's own values too (a layer_norm's eps, a leaky_relu's slope, a traced
+    // activation's constants): the kernels bake them in, and `s.model = other` keeps
+    // every buffer's address.
+    settings.append(reinterpret_cast<const char*>(&s.model), sizeof s.model);
     detail::graph_cache::key_type key{
         x.data(), y.data(), x.batch(), 0, std::move(settings),
         detail::addresses_of(s.params, s.optimizer_state, s.loss, s.partials, s.history, s.failed, s.step_counter) +
             s.layered.addresses()};
-    const auto run_graph_of = [&](std::size_t steps, std::size_t times) {
-      key.steps = steps;
-      if (!s.graph.holds(key)) {
+    const auto key_for = [&](std::size_t steps) {
+      detail::graph_cache::key_type k = key;
+      k.steps = steps;
+      return k;
+    };
+    const auto hold_graph_of = [&](std::size_t steps) {
+      const auto k = key_for(steps);
+      if (!s.graph.holds(k))
         detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
                               layered, s.layered, s.precision, s.graph.stream());
-        s.graph.capture(key, [&](cudaStream_t stream) {
-          for (std::size_t e = 0; e < steps; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
-        });
-      }
-      for (std::size_t t = 0; t < times; ++t) s.graph.launch(key);
+      s.graph.hold(k, [&](cudaStream_t stream) {
+        for (std::size_t e = 0; e < steps; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
+      });
     };
-    const std::size_t per_graph = std::min(epochs, detail::graph_steps);
-    run_graph_of(per_graph, epochs / per_graph);
-    if (epochs % per_graph != 0) run_graph_of(epochs % per_graph, 1);
+    // Both graphs held before either runs: a capture that fails (no memory) then
+    // leaves the parameters, the optimizer's state and the step counter as they were.
+    const std::size_t per_graph = std::min(epochs, detail::graph_steps), rest = epochs % per_graph;
+    hold_graph_of(per_graph);
+    if (rest != 0) hold_graph_of(rest);
+    for (std::size_t e = 0; e + per_graph <= epochs; e += per_graph) s.graph.launch(key_for(per_graph));
+    if (rest != 0) s.graph.launch(key_for(rest));
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -283,7 +294,8 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   result.loss_history.assign(history.begin(), history.end());
   if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   if (failed[0] >= 0)
-    throw numeric_error(detail::failure_message("fit", failed[0], failed[1], detail::non_finite_cause(&x, &y, s.params)),
+    throw numeric_error(detail::failure_message("fit", failed[0], failed[1],
+                                                detail::non_finite_cause(&x, &y, s.params, failed[0] == 0)),
                         std::move(result.loss_history));
   return result;
 }

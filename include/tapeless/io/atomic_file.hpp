@@ -72,6 +72,14 @@ inline void write_file_atomically(const std::filesystem::path& target,
   if (target.filename().empty())
     throw_io_error(target, target.empty() ? "cannot save: the path is empty"
                                           : "cannot save: the path names a directory, not a file");
+  // Saving replaces the target by a rename: refused for one that is not a regular file
+  // (run as root, saving to /dev/null would have replaced the device by a file).
+  {
+    std::error_code error;
+    const auto status = std::filesystem::status(target, error);  // through symlinks
+    if (!error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+      throw_io_error(target, "cannot save: it exists and is not a regular file (a save replaces the file)");
+  }
   int fd = -1;
   for (unsigned attempt = 0; attempt < 100 && fd < 0; ++attempt) {
     if (injected(write_step::create)) fail(write_step::create, EIO);

@@ -309,7 +309,8 @@ void refine(run<P, Evaluate>& st) {
 }  // namespace detail
 
 // Minimizes 0.5 sum r_i(p)^2 from `start`. evaluate(p, out, need_jacobian) fills
-// `out` (a default-constructed normal_equations<P>) at p.
+// `out` (a default-constructed normal_equations<P>) at p, its `residuals` count too:
+// fewer residuals than parameters is a shape_error.
 template <std::size_t P, class Evaluate>
 result<P> solve(Evaluate&& evaluate, const std::array<double, P>& start, const options& opt = {}) {
   static_assert(P <= max_parameters,
