@@ -25,15 +25,15 @@ std::string addresses_of(const Buffers&... buffers) {
 
 // Instantiated CUDA graphs and what each was captured for: two, because a fit replays
 // one of graph_steps steps and captures another for the rest of its epochs
-// (cuda/train.hpp). A third capture replaces the one launched less recently. Copies start empty: a graph
-// holds the pointers of the state that captured it.
+// (cuda/train.hpp). A third capture replaces the one launched or held less recently.
+// Copies start empty: a graph holds the pointers of the state that captured it.
 class graph_cache {
  public:
   struct key_type {
     const void* x;
     const void* y;
     std::size_t batch, steps;
-    std::string settings;   // the bytes of the loss and optimizer objects, baked into the kernels
+    std::string settings;   // the bytes of the loss, optimizer, model and settings, baked into the kernels
     std::string addresses;  // every buffer the graph reads or writes: a reallocated one (a
                             // train_step on a larger batch grows them) means a new capture
     bool operator==(const key_type&) const = default;
@@ -62,12 +62,31 @@ class graph_cache {
   // leaves the state as it was.
   template <class Record>
   void hold(const key_type& k, Record record) {
-    if (const entry* e = find(k)) {
-      older_ = e == &entries_[0] ? 1 : 0;
-      return;
-    }
-    capture(k, record);
+    if (const entry* e = find(k)) make_recent(*e);
+    else capture(k, record);
   }
+  // Launches the graph held under k (holds(k)), which becomes the more recent.
+  void launch(const key_type& k) {
+    const entry& e = *find(k);
+    make_recent(e);
+    TL_CUDA_CHECK(cudaGraphLaunch(e.exec, stream_));
+  }
+
+ private:
+  struct entry {
+    key_type key{};
+    cudaGraphExec_t exec = nullptr;
+    void release() {
+      if (exec) cudaGraphExecDestroy(exec);
+      exec = nullptr;
+    }
+  };
+  const entry* find(const key_type& k) const {
+    for (const entry& e : entries_)
+      if (e.exec && e.key == k) return &e;
+    return nullptr;
+  }
+  void make_recent(const entry& e) { older_ = &e == &entries_[0] ? 1 : 0; }
   // Captures what `record(stream)` enqueues, instantiates it and keeps it under `k`, in
   // place of the older graph.
   template <class Record>
@@ -88,29 +107,9 @@ class graph_cache {
     if (status != cudaSuccess) slot.exec = nullptr;
     TL_CUDA_CHECK(status);
     slot.key = k;
-    older_ = 1 - older_;
-  }
-  // Launches the graph kept under k (held: holds(k)); the other becomes the older.
-  void launch(const key_type& k) {
-    const entry* e = find(k);
-    older_ = e == &entries_[0] ? 1 : 0;
-    TL_CUDA_CHECK(cudaGraphLaunch(e->exec, stream_));
+    make_recent(slot);
   }
 
- private:
-  struct entry {
-    key_type key{};
-    cudaGraphExec_t exec = nullptr;
-    void release() {
-      if (exec) cudaGraphExecDestroy(exec);
-      exec = nullptr;
-    }
-  };
-  const entry* find(const key_type& k) const {
-    for (const entry& e : entries_)
-      if (e.exec && e.key == k) return &e;
-    return nullptr;
-  }
   entry entries_[2];
   std::size_t older_ = 0;
   cudaStream_t stream_ = nullptr;
