@@ -3,8 +3,8 @@
 // (expr/array.hpp), an expression model's outputs (nn/expression_model.hpp). Not a
 // std::tuple: g++ built a std::tuple of a deeply shared expression in time exponential
 // in its depth (a 24-level one: 10 s; its constructors' checks walk the element's type
-// as a tree), and device code gets a plain aggregate. Braced initialization, one value per index: indexed_values<...>{{a}, {b}}
-// or, with brace elision, {a, b}.
+// as a tree), and device code gets a plain aggregate. Braced initialization, one value
+// per index: indexed_values<...>{{a}, {b}} or, with brace elision, {a, b}.
 #pragma once
 
 #include <cstddef>

@@ -60,7 +60,9 @@ T step(const char* where, train_state<Model, Optimizer, T>& state, const Loss& l
     check_settings(state.optimizer);
     const auto [value, gradient_finite] = fused_loss_and_gradient(state.model, loss, state.params.data(), x.data(),
                                                                   y.data(), x.batch(), state.gradient.data());
-    const auto cause = [&] { return non_finite_cause(x, y, std::span<const T>(std::as_const(state.params).flat()), state.step == 0); };
+    const auto cause = [&] {
+      return non_finite_cause(x, y, std::span<const T>(std::as_const(state.params).flat()), state.step == 0);
+    };
     if (!std::isfinite(value)) throw_non_finite(where, "loss", state.step, value, cause());
     if (!gradient_finite)
       throw_non_finite(where, "gradient", state.step, first_non_finite_value(std::as_const(state.gradient).flat()),

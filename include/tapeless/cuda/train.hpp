@@ -137,7 +137,8 @@ template <class T>
 std::size_t least_non_finite(const T* values, std::size_t count) {
   constexpr unsigned long long none = ~0ull;
   thrust::device_vector<unsigned long long> least(1, none);
-  least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(values, count, thrust::raw_pointer_cast(least.data()));
+  least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(values, count,
+                                                                    thrust::raw_pointer_cast(least.data()));
   TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
   const unsigned long long at = least[0];  // (waits for the kernel)
   return at < count ? std::size_t(at) : count;
@@ -185,13 +186,14 @@ void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
   const std::vector<long> failed(s.failed.begin(), s.failed.end());
   if (failed[0] >= 0)
     throw numeric_error(detail::failure_message("train_step", failed[0], failed[1],
-                                                detail::non_finite_cause<T>(nullptr, nullptr, s.params, failed[0] == 0)));
+                                                detail::non_finite_cause<T>(nullptr, nullptr, s.params,
+                                                                            failed[0] == 0)));
 }
 
 // fit_options' fields and the GPU's own, in one aggregate so that designated
 // initializers reach all of them ({.progress = true, .one_launch = false}). The GPU
-// runs all epochs in one launch or in replayed graphs, so progress, off by default, is reported
-// after the run: the lines the CPU's fit prints every `log_every` epochs.
+// runs all epochs in one launch or in replayed graphs, so progress, off by default, is
+// reported after the run: the lines the CPU's fit prints every `log_every` epochs.
 struct cuda_fit_options {
   bool progress = false;
   std::size_t log_every = 0;  // epochs between lines; 0 = a tenth of the run
@@ -203,9 +205,10 @@ struct cuda_fit_options {
 // in a single kernel launch; otherwise the fused per-step kernels, graph_steps of them
 // captured once as a CUDA graph and replayed as often as the epochs need (the rest in
 // a second graph), by this fit and later ones of the same shape: the step number lives
-// on the device and the history is indexed from it, so a graph bakes in no step. (A graph of every epoch grew with the epochs: 10^5 of them, about 10^6 nodes
-// to capture and instantiate.) A failure throws numeric_error carrying the losses of
-// the steps before it.
+// on the device and the history is indexed from it, so a graph bakes in no step. (A
+// graph of every epoch grew with the epochs: 10^5 of them, about 10^6 nodes to capture
+// and instantiate.) A failure throws numeric_error carrying the losses of the steps
+// before it.
 namespace detail {
 inline constexpr std::size_t graph_steps = 128;
 }  // namespace detail

@@ -1,8 +1,9 @@
 // Building a node: every node's builder (operators.hpp's make_binary and where,
-// functions.hpp's unary_function) asks here first. A node whose subexpressions hold a run-time constant and are reused so often
-// that evaluating it would copy them exponentially many times (y = sin(y) * cos(y) *
-// 0.9, repeated) is refused at once, with a message that names tl::lit, before the
-// types grow too large to compile or to print.
+// functions.hpp's unary_function) asks here first. A node whose subexpressions hold a
+// run-time constant and are reused so often that evaluating it would copy them
+// exponentially many times (y = sin(y) * cos(y) * 0.9, repeated) is refused at once,
+// with a message that names tl::lit, before the types grow too large to compile or to
+// print.
 #pragma once
 
 #include <type_traits>

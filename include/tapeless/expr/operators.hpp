@@ -159,7 +159,8 @@ constexpr auto where(const condition<Compare, A, B>& c, const P& p, const Q& q) 
   auto qe = detail::as_expression(q);
   using node = where_node<Compare, A, B, decltype(pe), decltype(qe)>;
   if constexpr (detail::any_refused<A, B, decltype(pe), decltype(qe)>) return refused_expression{};
-  else if constexpr (detail::accept_duplication<graph::duplicates_too_much<node>>()) return node{{}, {c.a}, {c.b}, {pe}, {qe}};
+  else if constexpr (detail::accept_duplication<graph::duplicates_too_much<node>>())
+    return node{{}, {c.a}, {c.b}, {pe}, {qe}};
   else return refused_expression{};
 }
 // On plain numbers, where is the conditional operator.

@@ -77,7 +77,8 @@ class basic_matrix {
                          ") could not be allocated");
     } catch (const std::length_error&) {
       throw memory_error("tapeless::matrix: features (" + std::to_string(features) + ") x batch (" +
-                         std::to_string(batch) + ") = " + std::to_string(count) + " values are more than a vector holds");
+                         std::to_string(batch) + ") = " + std::to_string(count) +
+                         " values are more than a vector holds");
     }
   }
   void check_size() const {
