@@ -1,5 +1,5 @@
-// Helpers for the io tests: a fresh directory per test, whole-file bytes, and a check
-// that a call throws exactly the expected tapeless exception with the expected words.
+// Helpers for the io tests: a fresh directory per test, whole-file bytes, and (from
+// expect_failure.hpp) a check that a call throws the expected exception and words.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include <unistd.h>
+
+#include "expect_failure.hpp"
 
 namespace tl_test {
 
@@ -72,23 +74,6 @@ inline std::string le64(std::uint64_t v) {
 template <class T>
 std::string bytes_of(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-// `call` must throw exactly an Exception (tl::io_error or tl::shape_error, which are
-// unrelated types) whose message contains every fragment.
-template <class Exception, class F>
-void expect_failure(F&& call, std::initializer_list<std::string_view> fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "no exception; expected " << typeid(Exception).name();
-  } catch (const Exception& e) {
-    const std::string message = e.what();
-    for (const std::string_view fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos) << "message: " << message << "\nmissing: " << fragment;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception " << typeid(e).name() << ": " << e.what();
-  }
 }
 
 }  // namespace tl_test
