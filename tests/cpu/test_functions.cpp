@@ -112,6 +112,20 @@ TEST(Functions, MinMaxAndWhere) {
   EXPECT_EQ(tl::relu(0.0f), 0.0f);
 }
 
+TEST(ExpressionArrays, LogsumexpOfInfinitiesIsInfiniteAsInJax) {
+  // inf - inf made both NaN before the largest element was replaced by 0 when infinite.
+  const auto f = [](auto a, auto b, auto c) { return tl::logsumexp(tl::make_array(a, b, c)); };
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(tl::evaluate(f, std::array<double, 3>{-inf, -inf, -inf}), -inf);
+  EXPECT_EQ(tl::evaluate(f, std::array<double, 3>{1.0, inf, -inf}), inf);
+  EXPECT_TRUE(std::isnan(tl::evaluate(f, std::array<double, 3>{1.0, std::nan(""), 2.0})));
+  // One -inf element: a finite value, and no derivative for it.
+  const auto [value, gradient] = tl::value_and_grad(f, std::array<double, 3>{1.0, 2.0, -inf});
+  EXPECT_NEAR(value, std::log(std::exp(1.0) + std::exp(2.0)), 1e-15);
+  EXPECT_NEAR(gradient[0], 1.0 / (1.0 + std::exp(1.0)), 1e-15);
+  EXPECT_EQ(gradient[2], 0.0);
+}
+
 TEST(ExpressionArrays, ReductionsAndSoftmax) {
   // mean's 1/N is a literal, so a mean of shareable elements is shared (not copied per use).
   static_assert(tl::is_shareable_v<decltype(tl::mean(tl::variables<0, 3>()))>);

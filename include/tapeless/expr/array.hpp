@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -170,10 +171,13 @@ constexpr auto min(const expression_array<Es...>& a) {
   }(std::index_sequence_for<Es...>{});
 }
 
-// log(sum(exp(a))), stable: the largest element is subtracted before exp.
+// log(sum(exp(a))), stable: the largest element is subtracted before exp. An infinite
+// largest one is not (it is replaced by 0, as jax.nn.logsumexp does): all -inf gives
+// -inf and a +inf gives +inf, where inf - inf would make both NaN.
 template <class... Es>
 constexpr auto logsumexp(const expression_array<Es...>& a) {
-  const auto m = max(a);
+  const auto largest = max(a);
+  const auto m = where(abs(largest) < lit<std::numeric_limits<double>::infinity()>, largest, lit<0.0>);
   return m + log(sum((a - m).map(exp)));
 }
 // log(softmax(a)) = a - logsumexp(a).
