@@ -156,8 +156,8 @@ TEST(Safetensors, RejectsInconsistentEntries) {
   const auto w = [](const std::string& dtype, const std::string& shape, const std::string& offsets) {
     return "{" + entry("w", dtype, shape, offsets) + "}";
   };
-  expect_rejected(raw_file(dir, w("BF16", "[4]", "[0,8]"), d8), {"tensor 'w'", "dtype 'BF16' is not supported"});
-  expect_rejected(raw_file(dir, w("F33", "[2]", "[0,8]"), d8), {"dtype 'F33' is not supported"});
+  expect_rejected(raw_file(dir, w("F33", "[2]", "[0,8]"), d8), {"tensor 'w'", "dtype 'F33' is not supported", "BF16, F8_E4M3"});
+  expect_rejected(raw_file(dir, w("BF16", "[3]", "[0,8]"), d8), {"shape [3] of BF16 needs 6"});
   expect_rejected(raw_file(dir, w("F32", "[3]", "[0,8]"), d8), {"data_offsets [0, 8] hold 8 bytes, shape [3] of F32 needs 12"});
   expect_rejected(raw_file(dir, w("F64", "[2]", "[0,8]"), d8), {"shape [2] of F64 needs 16"});
   expect_rejected(raw_file(dir, w("F32", "[4294967296,4294967296,16]", "[0,8]"), d8), {"more elements than fit in memory"});
@@ -180,6 +180,34 @@ TEST(Safetensors, RejectsInconsistentEntries) {
   expect_rejected(raw_file(dir, "{" + a0 + "," + entry("b", "F32", "[1]", "[12,16]") + "}", d16),
                   {"data bytes [8, 12) belong to no tensor"});
   expect_rejected(raw_file(dir, "{" + entry("b", "F32", "[2]", "[8,16]") + "}", d16), {"data bytes [0, 8) belong to no tensor"});
+}
+
+// A PyTorch state dict saved as safetensors may hold I64 counters (BatchNorm's
+// num_batches_tracked) and half-precision tensors beside float32 weights: the file loads,
+// the float32 tensors copy out, and only asking for the others is refused, by name.
+TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndOnlyF32AndF64CopyOut) {
+  tl_test::scratch_directory dir;
+  std::string data(2 * 4 + 8 + 4 * 2 + 3, '\0');
+  const float w[2] = {1.5f, -2.0f};
+  std::memcpy(data.data(), w, sizeof w);
+  const std::string header = "{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("steps", "I64", "[]", "[8,16]") + "," +
+                             entry("h", "BF16", "[2,2]", "[16,24]") + "," + entry("mask", "BOOL", "[3]", "[24,27]") + "}";
+  const auto file = raw_file(dir, header, data);
+  const tl::safetensors_file loaded = tl::load_safetensors(file);
+  EXPECT_EQ(loaded.names(), (std::vector<std::string>{"w", "steps", "h", "mask"}));
+  EXPECT_EQ(loaded.at("steps").type, tl::dtype::i64);
+  EXPECT_EQ(loaded.at("h").type, tl::dtype::bf16);
+  EXPECT_EQ(loaded.at("h").elements(), 4u);
+  EXPECT_EQ(loaded.at("mask").type, tl::dtype::boolean);
+  EXPECT_EQ(loaded.values<float>("w", {2}), (std::vector<float>{1.5f, -2.0f}));
+  expect_failure<tl::io_error>([&] { (void)loaded.values<float>("h", {2, 2}); },
+                               {"tensor 'h' is stored as BF16, expected F32 (float)"});
+  expect_failure<tl::io_error>([&] { (void)loaded.values<double>("steps", {}); },
+                               {"tensor 'steps' is stored as I64, expected F64 (double)"});
+  for (const tl::detail::dtype_entry& e : tl::detail::dtype_table) {
+    EXPECT_EQ(tl::dtype_name(e.type), e.name);
+    EXPECT_EQ(tl::dtype_size(e.type), e.size);
+  }
 }
 
 TEST(Safetensors, CopyChecksDtypeShapeAndFinitenessAndLeavesTheDestinationAlone) {

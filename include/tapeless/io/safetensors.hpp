@@ -2,7 +2,9 @@
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...,
 //    "__metadata__": {"key": "value"}}
 // then the tensors' little-endian bytes; offsets count from the end of the header.
-// tapeless reads and writes F32 (float) and F64 (double) tensors.
+// A file may hold tensors of any of the spec's dtypes (a PyTorch state dict keeps I64
+// counters beside its weights): they load, and are listed and skipped like any other;
+// values are copied out of F32 (float) and F64 (double) tensors, the ones tapeless writes.
 //
 // Loading checks everything before anything is handed out, as the spec asks: the data
 // regions must cover the buffer exactly (no gaps, overlaps or trailing bytes), sizes must
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <span>
@@ -34,10 +37,30 @@
 
 namespace tl {
 
-enum class dtype { f32, f64 };
+// The safetensors spec's dtypes: the two tapeless computes in first.
+enum class dtype { f32, f64, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
 
-constexpr std::size_t dtype_size(dtype type) { return type == dtype::f32 ? 4 : 8; }
-constexpr std::string_view dtype_name(dtype type) { return type == dtype::f32 ? "F32" : "F64"; }
+namespace detail {
+struct dtype_entry {
+  dtype type;
+  std::string_view name;
+  std::size_t size;
+};
+inline constexpr dtype_entry dtype_table[] = {
+    {dtype::f32, "F32", 4},         {dtype::f64, "F64", 8},         {dtype::f16, "F16", 2}, {dtype::bf16, "BF16", 2},
+    {dtype::f8_e4m3, "F8_E4M3", 1}, {dtype::f8_e5m2, "F8_E5M2", 1}, {dtype::i64, "I64", 8}, {dtype::i32, "I32", 4},
+    {dtype::i16, "I16", 2},         {dtype::i8, "I8", 1},           {dtype::u64, "U64", 8}, {dtype::u32, "U32", 4},
+    {dtype::u16, "U16", 2},         {dtype::u8, "U8", 1},           {dtype::boolean, "BOOL", 1}};
+constexpr const dtype_entry& dtype_entry_of(dtype type) { return dtype_table[static_cast<std::size_t>(type)]; }
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(dtype_table); ++i)
+    if (static_cast<std::size_t>(dtype_table[i].type) != i) return false;
+  return true;
+}(), "dtype_table lists the dtypes in the enum's order");
+}  // namespace detail
+
+constexpr std::size_t dtype_size(dtype type) { return detail::dtype_entry_of(type).size; }
+constexpr std::string_view dtype_name(dtype type) { return detail::dtype_entry_of(type).name; }
 
 template <class T>
   requires std::is_same_v<T, float> || std::is_same_v<T, double>
@@ -180,7 +203,8 @@ class safetensors_file {
   }
 
   // Copies tensor `name` into `out` after checking that it is stored as T (exactly: F32
-  // for float, F64 for double; no silent conversion), that its shape is `expected_shape`
+  // for float, F64 for double; no silent conversion, so F16, BF16 or an integer type
+  // is an io_error naming it), that its shape is `expected_shape`
   // and that its values are finite (unless allowed). On failure `out` is unchanged.
   template <class T>
   void copy_to(std::string_view name, std::span<T> out, const std::vector<std::size_t>& expected_shape,
@@ -317,9 +341,15 @@ inline void safetensors_file::add_tensor(const std::string& name, const detail::
   if (!dtype_entry || !shape_entry || !offsets_entry) fail("needs 'dtype', 'shape' and 'data_offsets'");
 
   if (dtype_entry->type != kind::string) fail("'dtype' must be a string");
-  dtype type = dtype::f32;
-  if (dtype_entry->text == "F64") type = dtype::f64;
-  else if (dtype_entry->text != "F32") fail("dtype " + detail::quoted_excerpt(dtype_entry->text) + " is not supported (tapeless reads F32 and F64)");
+  const auto known = std::find_if(std::begin(detail::dtype_table), std::end(detail::dtype_table),
+                                  [&](const detail::dtype_entry& e) { return e.name == dtype_entry->text; });
+  if (known == std::end(detail::dtype_table)) {
+    std::string names;
+    for (const detail::dtype_entry& e : detail::dtype_table) names += (names.empty() ? "" : ", ") + std::string(e.name);
+    fail("dtype " + detail::quoted_excerpt(dtype_entry->text) + " is not supported (the safetensors dtypes tapeless reads: " +
+         names + ")");
+  }
+  const dtype type = known->type;
 
   if (shape_entry->type != kind::array) fail("'shape' must be an array");
   std::vector<std::size_t> shape;
