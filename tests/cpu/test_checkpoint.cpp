@@ -133,6 +133,11 @@ TEST_F(BadCheckpoints, WrongDtypeShapeOrModel) {
   const auto f64 = temp_path("f64.safetensors");
   tl::save(f64, wide);
   expect_refused(f64, state, "stored as F64, expected F32");
+  // The other way, float into double, widens exactly (as load_npy<double> of '<f4').
+  tl::load(good, wide);
+  EXPECT_EQ(wide.step, 7);
+  for (std::size_t k = 0; k < state.params.size; ++k) EXPECT_EQ(wide.params.flat()[k], double(state.params.flat()[k]));
+  EXPECT_EQ(wide.optimizer_state[5], 0.25);
   const auto other = tl::chain(tl::dense<2, 9>(tl::gelu), tl::dense<9, 1>());
   const auto other_path = temp_path("other.safetensors");
   tl::save(other_path, tl::train_state(other, tl::init(other, gen), tl::adam{0.01}));

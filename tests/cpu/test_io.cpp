@@ -203,7 +203,9 @@ TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndOnlyF32AndF64CopyOut) {
   expect_failure<tl::io_error>([&] { (void)loaded.values<float>("h", {2, 2}); },
                                {"tensor 'h' is stored as BF16, expected F32 (float)"});
   expect_failure<tl::io_error>([&] { (void)loaded.values<double>("steps", {}); },
-                               {"tensor 'steps' is stored as I64, expected F64 (double)"});
+                               {"tensor 'steps' is stored as I64, expected F64 or F32 (double)"});
+  // F32 widens exactly into double; F64 does not narrow into float (below).
+  EXPECT_EQ(loaded.values<double>("w", {2}), (std::vector<double>{1.5, -2.0}));
   for (const tl::detail::dtype_entry& e : tl::detail::dtype_table) {
     EXPECT_EQ(tl::dtype_name(e.type), e.name);
     EXPECT_EQ(tl::dtype_size(e.type), e.size);
@@ -230,6 +232,8 @@ TEST(Safetensors, CopyChecksDtypeShapeAndFinitenessAndLeavesTheDestinationAlone)
                                {name, "has no tensor 'nope' (it holds 3: 'w', 'b', 'bad')"});
   expect_failure<tl::io_error>([&] { loaded.copy_to<float>("bad", std::span(out).first(3), {3}); },
                                {name, "tensor 'bad' holds a NaN or infinity at index 1"});
+  expect_failure<tl::io_error>([&] { (void)loaded.values<double>("bad", {3}); },
+                               {name, "tensor 'bad' holds a NaN or infinity at index 1"});  // widened, still checked
   EXPECT_EQ(out, sentinel);
   loaded.copy_to<float>("bad", std::span(out).first(3), {3}, tl::non_finite_values::allow);
   EXPECT_TRUE(std::isnan(out[1]));

@@ -202,15 +202,14 @@ class safetensors_file {
     return found->second;
   }
 
-  // Copies tensor `name` into `out` after checking that it is stored as T (exactly: F32
-  // for float, F64 for double; no silent conversion, so F16, BF16 or an integer type
-  // is an io_error naming it), that its shape is `expected_shape`
+  // Copies tensor `name` into `out` after checking that it is stored as T (F32 for
+  // float; F64, or F32 widened exactly, for double; nothing that would round: F64 into
+  // float, F16, BF16 or an integer type is an io_error naming it), that its shape is `expected_shape`
   // and that its values are finite (unless allowed). On failure `out` is unchanged.
   template <class T>
   void copy_to(std::string_view name, std::span<T> out, const std::vector<std::size_t>& expected_shape,
                non_finite_values policy = non_finite_values::reject) const {
-    const stored_tensor& tensor = checked<T>(name, out.size(), expected_shape, policy);
-    if (!tensor.bytes.empty()) std::memcpy(out.data(), tensor.bytes.data(), tensor.bytes.size());
+    copy_values(checked<T>(name, out.size(), expected_shape, policy), out.data());
   }
 
   // The same checks, into a new vector.
@@ -222,7 +221,7 @@ class safetensors_file {
     std::vector<T> out;
     const stored_tensor& tensor = checked<T>(name, bytes / sizeof(T), expected_shape, policy);
     out.resize(tensor.elements());
-    if (!tensor.bytes.empty()) std::memcpy(out.data(), tensor.bytes.data(), tensor.bytes.size());
+    copy_values(tensor, out.data());
     return out;
   }
 
@@ -245,21 +244,36 @@ class safetensors_file {
                                            (fits ? std::to_string(bytes / sizeof(T)) : "more than fit in memory"));
     }
     const stored_tensor& tensor = at(name);
-    if (tensor.type != dtype_of<T>) {
+    if (tensor.type != dtype_of<T> && !(tensor.type == dtype::f32 && dtype_of<T> == dtype::f64)) {
       detail::throw_io_error(path_, label + " is stored as " + std::string(dtype_name(tensor.type)) + ", expected " +
-                                        std::string(dtype_name(dtype_of<T>)) + " (" +
-                                        (dtype_of<T> == dtype::f32 ? "float" : "double") + ")");
+                                        (dtype_of<T> == dtype::f32 ? "F32 (float)" : "F64 or F32 (double)"));
     }
     if (tensor.shape != shape) {
       detail::throw_shape_error(path_, label + " has shape " + detail::shape_text(tensor.shape) + ", expected " +
                                            detail::shape_text(shape));
     }
     if (policy == non_finite_values::reject) {
-      if (const auto index = detail::first_non_finite_in_bytes<T>(tensor.bytes)) {
+      const auto index = tensor.type == dtype::f32 ? detail::first_non_finite_in_bytes<float>(tensor.bytes)
+                                                   : detail::first_non_finite_in_bytes<double>(tensor.bytes);
+      if (index) {
         detail::throw_io_error(path_, label + " holds a NaN or infinity at index " + std::to_string(*index));
       }
     }
     return tensor;
+  }
+
+  // The checked tensor's values into out (F32 widened when T is double).
+  template <class T>
+  static void copy_values(const stored_tensor& tensor, T* out) {
+    if (tensor.type == dtype_of<T>) {
+      if (!tensor.bytes.empty()) std::memcpy(out, tensor.bytes.data(), tensor.bytes.size());
+      return;
+    }
+    for (std::size_t i = 0; i < tensor.elements(); ++i) {
+      float value;
+      std::memcpy(&value, tensor.bytes.data() + i * sizeof value, sizeof value);
+      out[i] = T(value);
+    }
   }
 
   std::filesystem::path path_;
