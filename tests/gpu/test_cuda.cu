@@ -153,6 +153,29 @@ TEST(LargeBatch, FitsLongerThanOneGraphEqualTrainSteps) {
   EXPECT_EQ(fitted.step, 500);
 }
 
+// Every built-in optimizer through both fit paths (one launch at 128 samples, the
+// per-step graphs at 20000): AdamW's decay and SGD's momentum as the CPU applies them.
+template <class Optimizer>
+void fits_like_cpu(const Optimizer& optimizer, std::size_t batch) {
+  const auto data = seed_fit::make_data(7, batch);
+  tl::train_state cpu(seed_fit::make_model(), seed_fit::initial_parameters(), optimizer);
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  const auto cpu_run = tl::fit(cpu, tl::mse, data.x, data.y, 40, {.progress = false});
+  const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(data.x), tl::to_device(data.y), 40);
+  for (std::size_t e = 0; e < 40; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]);
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
+  std::vector<float> state(gpu.optimizer_state.size());
+  thrust::copy(gpu.optimizer_state.begin(), gpu.optimizer_state.end(), state.begin());
+  EXPECT_LE(relative_difference(state, cpu.optimizer_state), 1e-3);
+  EXPECT_EQ(gpu.step, 40);
+}
+TEST(Optimizers, AdamWAndSgdMomentumMatchCpuOnBothFitPaths) {
+  for (const std::size_t batch : {128u, 20000u}) {
+    fits_like_cpu(tl::adamw{.lr = 0.01, .weight_decay = 0.1}, batch);
+    fits_like_cpu(tl::sgd{.lr = 0.01, .momentum = 0.9}, batch);
+  }
+}
+
 TEST(TrainStep, LossStaysOnDeviceAndMatchesCpu) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::sgd{0.05f});

@@ -69,7 +69,7 @@ struct adam {
   double beta2 = 0.999;
   double eps = 1e-8;
   static constexpr const char* name = "adam";
-  static constexpr bool generic_update = true;  // (adamw inherits it)
+  static constexpr bool generic_update = true;
   static constexpr std::size_t state_slots = 2;
   static constexpr const char* slot_names[state_slots] = {"exp_avg", "exp_avg_sq"};  // PyTorch's names
   template <class T> struct constants { T lr, beta1, beta2, eps, bias1, bias2, decay; };
@@ -91,20 +91,28 @@ struct adam {
   }
 };
 
-// Adam with decoupled weight decay (PyTorch's AdamW): p <- p - lr wd p, then Adam.
-struct adamw : adam {
-  static constexpr const char* name = "adamw";
+// Adam with decoupled weight decay (PyTorch's AdamW): p <- p - lr wd p, then Adam. An
+// aggregate of its own (not derived from adam) so that designated initializers work:
+// tl::adamw{.lr = 3e-4, .weight_decay = 0.1}.
+struct adamw {
+  double lr = 0.001;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
   double weight_decay = 0.01;
-  TL_HD constexpr adamw(double lr_ = 0.001, double beta1_ = 0.9, double beta2_ = 0.999, double eps_ = 1e-8,
-                        double weight_decay_ = 0.01)
-      : adam{lr_, beta1_, beta2_, eps_}, weight_decay(weight_decay_) {}
+  static constexpr const char* name = "adamw";
+  static constexpr bool generic_update = true;
+  static constexpr std::size_t state_slots = adam::state_slots;
+  static constexpr const auto& slot_names = adam::slot_names;
+  template <class T> using constants = adam::constants<T>;
   template <class T> TL_HD constants<T> at_step(long t) const {
-    constants<T> c = adam::at_step<T>(t);
+    constants<T> c = adam{lr, beta1, beta2, eps}.template at_step<T>(t);
     c.decay = T(weight_decay);
     return c;
   }
+  template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) { adam::update(c, p, g, m, v); }
   void check() const {
-    adam::check(name);
+    adam{lr, beta1, beta2, eps}.check(name);
     detail::require_setting(detail::finite_at_least_zero(weight_decay), name, "weight_decay must be finite and >= 0",
                             weight_decay);
   }
