@@ -220,4 +220,26 @@ TEST(Errors, SizeMismatchesNameBothSizes) {
   EXPECT_THROW((void)tl::parameters<seed_fit::model_type>(std::vector<float>(48)), tl::shape_error);
 }
 
+// Mini-batches: consecutive samples, or gathered by index; every sample's features move together.
+TEST(Matrix, SamplesCopiesRangesAndIndexedSamples) {
+  tl::basic_matrix<double> x(3, 5);
+  for (std::size_t s = 0; s < 5; ++s)
+    for (std::size_t f = 0; f < 3; ++f) x(f, s) = double(10 * s + f);
+  const auto middle = x.samples(1, 3);
+  ASSERT_EQ(middle.features(), 3u);
+  ASSERT_EQ(middle.batch(), 3u);
+  for (std::size_t s = 0; s < 3; ++s)
+    for (std::size_t f = 0; f < 3; ++f) EXPECT_EQ(middle(f, s), x(f, s + 1));
+  EXPECT_EQ(x.samples(5, 0).batch(), 0u);
+  const std::vector<std::size_t> order{4, 0, 4};
+  const auto picked = x.samples(order);
+  ASSERT_EQ(picked.batch(), 3u);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t f = 0; f < 3; ++f) EXPECT_EQ(picked(f, i), x(f, order[i]));
+  tl_test::expect_failure<tl::shape_error>([&] { (void)x.samples(3, 3); }, {"samples [3, 3 + 3) run past the batch of 5"});
+  tl_test::expect_failure<tl::shape_error>([&] { (void)x.samples(6, 0); }, {"past the batch of 5"});
+  const std::vector<std::size_t> bad{1, 5};
+  tl_test::expect_failure<tl::shape_error>([&] { (void)x.samples(bad); }, {"index 1 is sample 5, past the batch of 5"});
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // tl::matrix holds floats; tl::basic_matrix<double> trains in float64.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <limits>
@@ -52,6 +53,32 @@ class basic_matrix {
   basic_matrix<U> cast() const {
     std::vector<U> values(data_.begin(), data_.end());
     return basic_matrix<U>(features_, batch_, std::move(values));
+  }
+
+  // A copy of samples [first, first + count): a mini-batch of consecutive samples.
+  basic_matrix samples(std::size_t first, std::size_t count) const {
+    if (first > batch_ || count > batch_ - first) {
+      throw shape_error("tapeless::matrix::samples: samples [" + std::to_string(first) + ", " + std::to_string(first) +
+                        " + " + std::to_string(count) + ") run past the batch of " + std::to_string(batch_));
+    }
+    basic_matrix out(features_, count);
+    std::copy_n(data_.begin() + std::ptrdiff_t(first * features_), count * features_, out.data_.begin());
+    return out;
+  }
+  // A copy of the samples at `indices`, in that order (a shuffled mini-batch: PyTorch's
+  // x[idx]); an index past the batch is a shape_error naming it.
+  basic_matrix samples(std::span<const std::size_t> indices) const {
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      if (indices[i] >= batch_) {
+        throw shape_error("tapeless::matrix::samples: index " + std::to_string(i) + " is sample " +
+                          std::to_string(indices[i]) + ", past the batch of " + std::to_string(batch_));
+      }
+    }
+    basic_matrix out(features_, indices.size());
+    for (std::size_t i = 0; i < indices.size(); ++i)
+      std::copy_n(data_.begin() + std::ptrdiff_t(indices[i] * features_), features_,
+                  out.data_.begin() + std::ptrdiff_t(i * features_));
+    return out;
   }
 
   friend bool operator==(const basic_matrix&, const basic_matrix&) = default;
