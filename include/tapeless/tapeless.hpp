@@ -22,4 +22,5 @@
 #include "tapeless/nn/skip.hpp"
 #include "tapeless/train/state.hpp"
 #include "tapeless/cpu/batch.hpp"
+#include "tapeless/cpu/evaluate.hpp"
 #include "tapeless/cpu/train.hpp"

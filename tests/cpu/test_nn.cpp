@@ -116,6 +116,7 @@ void check_model_gradient(Activation act, const Loss& loss, bool probability_tar
   const auto result = tl::value_and_grad(loss, model, params, x, y);
   std::vector<double> p = widen(tl::flat(params));
   EXPECT_NEAR(result.loss, loss64(model, loss, p, x, y), 2e-6 * std::max(1.0, double(result.loss)));
+  EXPECT_NEAR(tl::evaluate_loss(loss, model, params, x, y), result.loss, 1e-6 * std::max(1.0, double(result.loss)));
   double norm = 0, diff = 0;
   for (std::size_t k = 0; k < Model::parameter_count; ++k) {
     const double keep = p[k], h = 1e-6;
@@ -218,6 +219,30 @@ TEST(Errors, SizeMismatchesNameBothSizes) {
   EXPECT_THROW((void)tl::matrix(2, huge, std::vector<float>{}), tl::shape_error);
   EXPECT_THROW((void)tl::basic_matrix<double>(huge, 4, std::span<const double>{}), tl::shape_error);
   EXPECT_THROW((void)tl::parameters<seed_fit::model_type>(std::vector<float>(48)), tl::shape_error);
+}
+
+// The loss alone (a validation loss) on the blocked pass and through expression losses,
+// against the loss a gradient pass reports; a mismatched batch is refused as there.
+TEST(EvaluateLoss, EqualsTheLossOfValueAndGrad) {
+  const auto model = tl::chain(tl::dense<4, 40>(tl::silu), tl::dense<40, 40>(tl::tanh), tl::dense<40, 3>());
+  static_assert(tl::cpu_pass_of<decltype(model)> == tl::cpu_pass::blocked);
+  tl::rng gen(5);
+  const auto params = tl::init(model, gen);
+  tl::matrix x(4, 1001), y(3, 1001);
+  for (float& v : x.values()) v = gen.uniform(-2, 2);
+  for (float& v : y.values()) v = gen.uniform(0.1f, 1);
+  const auto check = [&](const auto& loss) {
+    const float expected = tl::value_and_grad(loss, model, params, x, y).loss;
+    EXPECT_NEAR(tl::evaluate_loss(loss, model, params, x, y), expected, 1e-6 * std::max(1.0f, expected));
+  };
+  check(tl::mse);
+  check(tl::huber_loss(0.3));
+  check(tl::elementwise_loss([](auto yhat, auto target) { return tl::abs(yhat - target) * (1.0 + target); }));
+  check(tl::sample_loss<3>([](const auto& yhat, const auto& target) {
+    return tl::logsumexp(yhat) * tl::sum(target) - tl::dot(target, yhat);
+  }));
+  tl_test::expect_failure<tl::shape_error>([&] { (void)tl::evaluate_loss(tl::mse, model, params, x, tl::matrix(3, 1000)); },
+                                           {"evaluate_loss"});
 }
 
 // Mini-batches: consecutive samples, or gathered by index; every sample's features move together.

@@ -201,6 +201,30 @@ TEST(Apply, MatchesCpuAndMovesWithPipe) {
   EXPECT_EQ(from_host, gpu);
 }
 
+// The loss alone on the device: the fused apply kernel (seed model) and the layered
+// path (a 128-wide chain), against the CPU's evaluate_loss and the device gradient pass.
+TEST(EvaluateLoss, MatchesCpuOnFusedAndLayeredApply) {
+  const auto data = seed_fit::make_data(3, 4097);
+  const auto params = seed_fit::initial_parameters();
+  const tl::cuda_train_state s(seed_fit::make_model(), params, tl::adam{0.01f});
+  const auto dx = tl::to_device(data.x), dy = tl::to_device(data.y);
+  const float cpu = tl::evaluate_loss(tl::mse, seed_fit::make_model(), params, data.x, data.y);
+  EXPECT_NEAR(tl::evaluate_loss(tl::mse, s, dx, dy), cpu, 1e-5f * cpu);
+  EXPECT_NEAR(tl::evaluate_loss(tl::mse, seed_fit::make_model(), params, dx, dy), cpu, 1e-5f * cpu);
+  const auto wide = tl::chain(tl::dense<1, 128>(tl::tanh), tl::dense<128, 128>(tl::tanh), tl::dense<128, 3>());
+  tl::rng gen(4);
+  const auto wide_params = tl::init(wide, gen);
+  tl::matrix targets(3, data.x.batch());
+  for (float& v : targets.values()) v = gen.uniform(0.1f, 1.0f);
+  const auto dt = tl::to_device(targets);
+  const float expected = tl::evaluate_loss(tl::softmax_cross_entropy, wide, wide_params, data.x, targets);
+  const thrust::device_vector<float> on_device(wide_params.data(), wide_params.data() + wide_params.size);
+  for (const auto regime : {tl::gpu_regime::automatic, tl::gpu_regime::layered})
+    EXPECT_NEAR(tl::evaluate_loss(tl::softmax_cross_entropy, wide, on_device, dx, dt, regime), expected, 1e-5f * expected);
+  EXPECT_NEAR(tl::value_and_grad(tl::softmax_cross_entropy, wide, wide_params, dx, dt).loss, expected, 1e-5f * expected);
+  EXPECT_THROW((void)tl::evaluate_loss(tl::mse, s, dx, tl::to_device(tl::matrix(1, 4096))), tl::shape_error);
+}
+
 TEST(Errors, WrongSizeBatchThrows) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});

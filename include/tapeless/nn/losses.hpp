@@ -111,6 +111,17 @@ constexpr bool check_loss() {
   return loss_function<L>;
 }
 
+namespace detail {
+// One sample's loss from its N outputs and N targets (contiguous, as a batch stores a
+// sample's features), without keeping its derivative: tl::evaluate_loss on both backends.
+template <std::size_t N, class Loss, class T>
+TL_HD T loss_of_sample(const Loss& loss, const T* yhat, const T* y) {
+  T dyhat[N], value;
+  loss.template group<N, 1>(yhat, y, dyhat, &value);
+  return value;
+}
+}  // namespace detail
+
 inline constexpr mse_loss mse{};
 inline constexpr mae_loss mae{};
 inline constexpr huber_loss huber{};

@@ -1,0 +1,28 @@
+// A loss without its gradient, on the CPU: a validation loss (PyTorch's
+// `with torch.no_grad(): loss_fn(model(x), y)`), a third of a training step's work.
+#pragma once
+
+#include "tapeless/cpu/batch.hpp"
+#include "tapeless/nn/losses.hpp"
+
+namespace tl {
+
+// The mean loss of the model's outputs on x against y, as value_and_grad and a
+// training step define it (the same denominator); equal to their loss up to the
+// rounding of the sums, whose order differs. Non-finite values are returned as they are.
+template <class Loss, model Model, class T>
+T evaluate_loss(const Loss& loss, const Model& model, const parameters<Model, T>& params, const basic_matrix<T>& x,
+                const basic_matrix<T>& y) {
+  if constexpr (check_loss<Loss>()) {
+    detail::check_batch<Model>("evaluate_loss", x, &y);
+    constexpr std::size_t Out = Model::outputs;
+    const basic_matrix<T> yhat = apply(model, params, x);
+    double total = 0.0;
+    for (std::size_t s = 0; s < x.batch(); ++s)
+      total += double(detail::loss_of_sample<Out>(loss, yhat.data() + s * Out, y.data() + s * Out));
+    return T(total / Loss::denominator(Out, x.batch()));
+  }
+  return T(0);
+}
+
+}  // namespace tl
