@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstddef>
-#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -177,7 +176,9 @@ constexpr auto min(const expression_array<Es...>& a) {
 template <class... Es>
 constexpr auto logsumexp(const expression_array<Es...>& a) {
   const auto largest = max(a);
-  const auto m = where(abs(largest) < lit<std::numeric_limits<double>::infinity()>, largest, lit<0.0>);
+  // largest - largest is 0 exactly when it is finite (inf - inf and NaN are NaN). (Not
+  // abs(largest) < lit<inf>: nvcc's host stub spells that literal `inf`, and fails.)
+  const auto m = where(largest - largest < lit<1>, largest, lit<0>);
   return m + log(sum((a - m).map(exp)));
 }
 // log(softmax(a)) = a - logsumexp(a).

@@ -48,6 +48,12 @@ struct constant : expression_tag {
 template <auto V>
 struct literal : expression_tag {
   static constexpr double value = static_cast<double>(V);
+#if defined(__CUDACC__)
+  // nvcc's generated host code spells an infinite or NaN template argument `inf` or
+  // `nan`, which then fails to compile deep inside its own files.
+  static_assert(value - value == 0.0,
+                "tapeless: lit<V> with an infinite or NaN V does not build with nvcc; use a finite constant");
+#endif
 };
 template <auto V>
 inline constexpr literal<V> lit{};
