@@ -243,6 +243,24 @@ TEST(EvaluateLoss, EqualsTheLossOfValueAndGrad) {
   }));
   tl_test::expect_failure<tl::shape_error>([&] { (void)tl::evaluate_loss(tl::mse, model, params, x, tl::matrix(3, 1000)); },
                                            {"evaluate_loss"});
+  const tl::train_state state(model, params, tl::adam{});
+  EXPECT_EQ(tl::evaluate_loss(tl::mse, state, x, y), tl::evaluate_loss(tl::mse, model, params, x, y));
+}
+
+// A million outputs: the per-sample scratch is on the heap (a stack array of 8.8 MB
+// overflowed the default stack, where value_and_grad already worked).
+TEST(EvaluateLoss, ManyOutputsNeedNoStack) {
+  const auto model = tl::chain(tl::dense<1, 1100000>());
+  tl::rng gen(6);
+  const auto params = tl::init<double>(model, gen);
+  tl::basic_matrix<double> x(1, 2), y(1100000, 2);
+  x(0, 0) = 0.5;
+  x(0, 1) = -1.0;
+  for (double& v : y.values()) v = gen.uniform(0.0, 1.0);
+  for (const double loss : {tl::evaluate_loss(tl::softmax_cross_entropy, model, params, x, y),
+                            tl::evaluate_loss(tl::mse, model, params, x, y)})
+    EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(tl::evaluate_loss(tl::mse, model, params, x, y), tl::value_and_grad(tl::mse, model, params, x, y).loss, 1e-12);
 }
 
 // Mini-batches: consecutive samples, or gathered by index; every sample's features move together.

@@ -2,8 +2,11 @@
 // `with torch.no_grad(): loss_fn(model(x), y)`), a third of a training step's work.
 #pragma once
 
+#include <vector>
+
 #include "tapeless/cpu/batch.hpp"
 #include "tapeless/nn/losses.hpp"
+#include "tapeless/train/state.hpp"
 
 namespace tl {
 
@@ -17,12 +20,19 @@ T evaluate_loss(const Loss& loss, const Model& model, const parameters<Model, T>
     detail::check_batch<Model>("evaluate_loss", x, &y);
     constexpr std::size_t Out = Model::outputs;
     const basic_matrix<T> yhat = apply(model, params, x);
+    std::vector<T> scratch(Out);
     double total = 0.0;
     for (std::size_t s = 0; s < x.batch(); ++s)
-      total += double(detail::loss_of_sample<Out>(loss, yhat.data() + s * Out, y.data() + s * Out));
+      total += double(detail::loss_of_sample<Out>(loss, yhat.data() + s * Out, y.data() + s * Out, scratch.data()));
     return T(total / Loss::denominator(Out, x.batch()));
   }
   return T(0);
+}
+// A training state's model and parameters (as the GPU's overload takes a cuda_train_state).
+template <class Loss, model Model, class Optimizer, class T>
+T evaluate_loss(const Loss& loss, const train_state<Model, Optimizer, T>& state, const basic_matrix<T>& x,
+                const basic_matrix<T>& y) {
+  return evaluate_loss(loss, state.model, state.params, x, y);
 }
 
 }  // namespace tl

@@ -24,7 +24,10 @@ struct loss_of_sample_at {
   Loss loss;
   const T* yhat;
   const T* y;
-  __device__ double operator()(std::size_t s) const { return double(loss_of_sample<N>(loss, yhat + s * N, y + s * N)); }
+  __device__ double operator()(std::size_t s) const {
+    T dyhat[N];
+    return double(loss_of_sample<N>(loss, yhat + s * N, y + s * N, dyhat));
+  }
 };
 }  // namespace detail::gpu
 
@@ -55,9 +58,11 @@ T evaluate_loss(const Loss& loss, const Model& model, const thrust::device_vecto
 // With host parameters (copied to the device first), or a training state's.
 template <class Loss, model Model, class T>
 T evaluate_loss(const Loss& loss, const Model& model, const parameters<Model, T>& params,
-                const basic_device_matrix<T>& x, const basic_device_matrix<T>& y) {
+                const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
+                gpu_regime regime = gpu_regime::automatic,
+                std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
   const thrust::device_vector<T> on_device(params.data(), params.data() + Model::parameter_count);
-  return evaluate_loss(loss, model, on_device, x, y);
+  return evaluate_loss(loss, model, on_device, x, y, regime, layered_chunk_bytes);
 }
 template <class Loss, model Model, class Optimizer, class T>
 T evaluate_loss(const Loss& loss, const cuda_train_state<Model, Optimizer, T>& s, const basic_device_matrix<T>& x,

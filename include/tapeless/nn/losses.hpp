@@ -113,10 +113,12 @@ constexpr bool check_loss() {
 
 namespace detail {
 // One sample's loss from its N outputs and N targets (contiguous, as a batch stores a
-// sample's features), without keeping its derivative: tl::evaluate_loss on both backends.
+// sample's features), without keeping its derivative: tl::evaluate_loss on both
+// backends. dyhat: N values of scratch (on the host from the heap: a model of a million
+// outputs would overflow a stack array).
 template <std::size_t N, class Loss, class T>
-TL_HD T loss_of_sample(const Loss& loss, const T* yhat, const T* y) {
-  T dyhat[N], value;
+TL_HD T loss_of_sample(const Loss& loss, const T* yhat, const T* y, T* dyhat) {
+  T value;
   loss.template group<N, 1>(yhat, y, dyhat, &value);
   return value;
 }
