@@ -206,10 +206,23 @@ TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndOnlyF32AndF64CopyOut) {
                                {"tensor 'steps' is stored as I64, expected F64 or F32 (double)"});
   // F32 widens exactly into double; F64 does not narrow into float (below).
   EXPECT_EQ(loaded.values<double>("w", {2}), (std::vector<double>{1.5, -2.0}));
-  for (const tl::detail::dtype_entry& e : tl::detail::dtype_table) {
-    EXPECT_EQ(tl::dtype_name(e.type), e.name);
-    EXPECT_EQ(tl::dtype_size(e.type), e.size);
+  // Every whole-byte dtype of the spec, written out here (not read from the library's
+  // table): its name, size and enum value all load.
+  const std::pair<const char*, std::size_t> spec[] = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E4M3FNUZ", 1},
+      {"F8_E5M2FNUZ", 1}, {"F8_E8M0", 1}, {"C64", 8}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+      {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}};
+  for (const auto& [dtype, size] : spec) {
+    const auto one = raw_file(dir, "{" + entry("t", dtype, "[3]", "[0," + std::to_string(3 * size) + "]") + "}",
+                              std::string(3 * size, '\0'));
+    const tl::safetensors_file f = tl::load_safetensors(one);
+    EXPECT_EQ(tl::dtype_name(f.at("t").type), dtype);
+    EXPECT_EQ(tl::dtype_size(f.at("t").type), size) << dtype;
+    EXPECT_EQ(f.at("t").elements(), 3u) << dtype;
   }
+  for (const char* sub_byte : {"F4", "F6_E2M3", "F6_E3M2"})
+    expect_rejected(raw_file(dir, "{" + entry("t", sub_byte, "[2]", "[0,1]") + "}", std::string(1, '\0')),
+                    {"is not supported", "not the sub-byte"});
 }
 
 TEST(Safetensors, CopyChecksDtypeShapeAndFinitenessAndLeavesTheDestinationAlone) {

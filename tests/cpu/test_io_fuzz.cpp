@@ -95,8 +95,15 @@ TEST(IoFuzz, Safetensors) {
   std::mt19937_64 rng(fuzz_seed());
   const std::vector<float> w{1, -2, 3.5f, 0, 1e-3f, 7};
   const std::vector<double> b{0.5, -0.25, 1e300}, s{2}, empty;
+  const std::int64_t steps[2] = {7, -1};
+  const std::uint16_t half[3] = {0x3f80, 0xc000, 0x7fc0};  // BF16 1, -2, NaN
   tl::save_safetensors(dir / "valid.safetensors",
-                       std::vector<tl::tensor_view>{{"w", w, {2, 3}}, {"b", b, {3}}, {"s", s, {}}, {"e", empty, {1, 0}}},
+                       std::vector<tl::tensor_view>{{"w", w, {2, 3}},
+                                                    {"b", b, {3}},
+                                                    {"s", s, {}},
+                                                    {"e", empty, {1, 0}},
+                                                    {"n", tl::dtype::i64, {2}, std::as_bytes(std::span(steps))},
+                                                    {"h", tl::dtype::bf16, {3}, std::as_bytes(std::span(half))}},
                        {{"k", "v\u00e9"}});
   const std::string valid = tl_test::read_bytes(dir / "valid.safetensors");
   std::uint64_t header_length;
@@ -112,7 +119,8 @@ TEST(IoFuzz, Safetensors) {
       covered += t.bytes.size();
       ASSERT_EQ(t.elements() * tl::dtype_size(t.type), t.bytes.size());
       if (t.type == tl::dtype::f32) (void)f.values<float>(name, t.shape, tl::non_finite_values::allow);
-      else if (t.type == tl::dtype::f64) (void)f.values<double>(name, t.shape, tl::non_finite_values::allow);
+      if (t.type == tl::dtype::f32 || t.type == tl::dtype::f64)  // F32 widens into double
+        (void)f.values<double>(name, t.shape, tl::non_finite_values::allow);
     }
     std::uint64_t length;
     std::memcpy(&length, tl_test::read_bytes(file).data(), 8);
@@ -122,7 +130,7 @@ TEST(IoFuzz, Safetensors) {
   const auto run = [&](const std::string& bytes, const std::string& what) { feed(file, bytes, what, load, counts); };
   const auto with_header = [&](const std::string& h, const std::string& d) { return tl_test::le64(h.size()) + h + d; };
 
-  byte_mutations(valid, rng, "{}[]\":,0123456789 \\uFe", 15000, run);
+  byte_mutations(valid, rng, "{}[]\":,0123456789 \\uFeIBUC", 15000, run);
   for (const std::uint64_t length : {std::uint64_t{0}, std::uint64_t{1}, header_length - 1, header_length + 1,
                                      header_length + 8, std::uint64_t(valid.size()), std::uint64_t{100'000'001},
                                      std::uint64_t{1} << 32, std::uint64_t{1} << 63, ~std::uint64_t{0}}) {

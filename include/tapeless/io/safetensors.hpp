@@ -2,9 +2,10 @@
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...,
 //    "__metadata__": {"key": "value"}}
 // then the tensors' little-endian bytes; offsets count from the end of the header.
-// A file may hold tensors of any of the spec's dtypes (a PyTorch state dict keeps I64
-// counters beside its weights): they load, and are listed and skipped like any other;
-// values are copied out of F32 (float) and F64 (double) tensors, the ones tapeless writes.
+// A file may hold tensors of the spec's dtypes of whole bytes (a PyTorch state dict
+// keeps I64 counters beside its weights): they load, and are listed and skipped like any
+// other; values are copied out of F32 (into float or double) and F64 (into double)
+// tensors, the ones tapeless writes. The sub-byte F4 and F6 dtypes are refused.
 //
 // Loading checks everything before anything is handed out, as the spec asks: the data
 // regions must cover the buffer exactly (no gaps, overlaps or trailing bytes), sizes must
@@ -23,6 +24,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -37,8 +39,12 @@
 
 namespace tl {
 
-// The safetensors spec's dtypes: the two tapeless computes in first.
-enum class dtype { f32, f64, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
+// The safetensors spec's dtypes of whole bytes, the two tapeless computes in first. (The
+// sub-byte F4, F6_E2M3 and F6_E3M2 are refused by name.)
+enum class dtype {
+  f32, f64, f16, bf16, f8_e4m3, f8_e5m2, f8_e4m3fnuz, f8_e5m2fnuz, f8_e8m0, c64,
+  i64, i32, i16, i8, u64, u32, u16, u8, boolean
+};
 
 namespace detail {
 struct dtype_entry {
@@ -47,11 +53,18 @@ struct dtype_entry {
   std::size_t size;
 };
 inline constexpr dtype_entry dtype_table[] = {
-    {dtype::f32, "F32", 4},         {dtype::f64, "F64", 8},         {dtype::f16, "F16", 2}, {dtype::bf16, "BF16", 2},
-    {dtype::f8_e4m3, "F8_E4M3", 1}, {dtype::f8_e5m2, "F8_E5M2", 1}, {dtype::i64, "I64", 8}, {dtype::i32, "I32", 4},
-    {dtype::i16, "I16", 2},         {dtype::i8, "I8", 1},           {dtype::u64, "U64", 8}, {dtype::u32, "U32", 4},
-    {dtype::u16, "U16", 2},         {dtype::u8, "U8", 1},           {dtype::boolean, "BOOL", 1}};
-constexpr const dtype_entry& dtype_entry_of(dtype type) { return dtype_table[static_cast<std::size_t>(type)]; }
+    {dtype::f32, "F32", 4},         {dtype::f64, "F64", 8},         {dtype::f16, "F16", 2},
+    {dtype::bf16, "BF16", 2},       {dtype::f8_e4m3, "F8_E4M3", 1}, {dtype::f8_e5m2, "F8_E5M2", 1},
+    {dtype::f8_e4m3fnuz, "F8_E4M3FNUZ", 1}, {dtype::f8_e5m2fnuz, "F8_E5M2FNUZ", 1},
+    {dtype::f8_e8m0, "F8_E8M0", 1}, {dtype::c64, "C64", 8},         {dtype::i64, "I64", 8},
+    {dtype::i32, "I32", 4},         {dtype::i16, "I16", 2},         {dtype::i8, "I8", 1},
+    {dtype::u64, "U64", 8},         {dtype::u32, "U32", 4},         {dtype::u16, "U16", 2},
+    {dtype::u8, "U8", 1},           {dtype::boolean, "BOOL", 1}};
+constexpr const dtype_entry& dtype_entry_of(dtype type) {
+  const auto index = static_cast<std::size_t>(type);
+  if (index >= std::size(dtype_table)) throw std::invalid_argument("tapeless: not a tl::dtype value");
+  return dtype_table[index];
+}
 static_assert([] {
   for (std::size_t i = 0; i < std::size(dtype_table); ++i)
     if (static_cast<std::size_t>(dtype_table[i].type) != i) return false;
@@ -203,8 +216,8 @@ class safetensors_file {
   }
 
   // Copies tensor `name` into `out` after checking that it is stored as T (F32 for
-  // float; F64, or F32 widened exactly, for double; nothing that would round: F64 into
-  // float, F16, BF16 or an integer type is an io_error naming it), that its shape is `expected_shape`
+  // float; F64, or F32 widened exactly, for double: F64 into float would round, and no
+  // other dtype is converted, so F16, BF16 or an integer type is an io_error naming it), that its shape is `expected_shape`
   // and that its values are finite (unless allowed). On failure `out` is unchanged.
   template <class T>
   void copy_to(std::string_view name, std::span<T> out, const std::vector<std::size_t>& expected_shape,
@@ -361,7 +374,7 @@ inline void safetensors_file::add_tensor(const std::string& name, const detail::
     std::string names;
     for (const detail::dtype_entry& e : detail::dtype_table) names += (names.empty() ? "" : ", ") + std::string(e.name);
     fail("dtype " + detail::quoted_excerpt(dtype_entry->text) + " is not supported (the safetensors dtypes tapeless reads: " +
-         names + ")");
+         names + "; not the sub-byte F4, F6_E2M3, F6_E3M2)");
   }
   const dtype type = known->type;
 
