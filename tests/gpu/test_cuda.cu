@@ -225,6 +225,29 @@ TEST(EvaluateLoss, MatchesCpuOnFusedAndLayeredApply) {
   EXPECT_THROW((void)tl::evaluate_loss(tl::mse, s, dx, tl::to_device(tl::matrix(1, 4096))), tl::shape_error);
 }
 
+// Mini-batches cut on the device equal the host's, and a shuffled mini-batch loop of
+// train_steps follows the CPU's.
+TEST(DeviceMatrix, SamplesMatchTheHostsAndTrainLikeTheCpu) {
+  const auto data = seed_fit::make_data(9, 300);
+  const auto dx = tl::to_device(data.x), dy = tl::to_device(data.y);
+  EXPECT_EQ(tl::to_host(dx.samples(17, 40)), data.x.samples(17, 40));
+  std::vector<std::size_t> order(300);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = (i * 7919) % 300;  // a permutation (7919 is prime)
+  EXPECT_EQ(tl::to_host(dx.samples(order)), data.x.samples(order));
+  EXPECT_EQ(dx.samples(300, 0).batch(), 0u);
+  EXPECT_THROW((void)dx.samples(290, 11), tl::shape_error);
+  const std::vector<std::size_t> bad{0, 300};
+  EXPECT_THROW((void)dx.samples(bad), tl::shape_error);
+  tl::train_state cpu(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  for (std::size_t first = 0; first < order.size(); first += 64) {
+    const auto batch = std::span<const std::size_t>(order).subspan(first, std::min<std::size_t>(64, order.size() - first));
+    const float expected = tl::train_step(cpu, tl::mse, data.x.samples(batch), data.y.samples(batch));
+    EXPECT_NEAR(tl::train_step(gpu, tl::mse, dx.samples(batch), dy.samples(batch)).get(), expected, 1e-5f * expected);
+  }
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-5);
+}
+
 TEST(Errors, WrongSizeBatchThrows) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});

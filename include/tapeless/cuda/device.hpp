@@ -2,8 +2,14 @@
 // and moving batches between them.
 #pragma once
 
+#include <thrust/copy.h>
 #include <thrust/device_vector.h>
+#include <thrust/gather.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
+#include <cstddef>
+#include <span>
 #include <string>
 
 #include "tapeless/cuda/errors.hpp"
@@ -69,13 +75,48 @@ inline device default_device() { return cuda_device_count() > 0 ? cuda_device(0)
 template <class T>
 struct basic_device_matrix {
   using value_type = T;
-  std::size_t rows = 0, samples = 0;
+  std::size_t rows = 0, sample_count = 0;
   thrust::device_vector<T> values;
   std::size_t features() const { return rows; }
-  std::size_t batch() const { return samples; }
+  std::size_t batch() const { return sample_count; }
   const T* data() const { return thrust::raw_pointer_cast(values.data()); }
   T* data() { return thrust::raw_pointer_cast(values.data()); }
+  // Mini-batches, as tl::basic_matrix::samples: samples [first, first + count), or the
+  // samples at the host's `indices` in their order, copied on the device.
+  basic_device_matrix samples(std::size_t first, std::size_t count) const;
+  basic_device_matrix samples(std::span<const std::size_t> indices) const;
 };
+
+namespace detail {
+// Value i of a gathered mini-batch comes from sample indices[i / features].
+struct gathered_value_index {
+  const std::size_t* indices;
+  std::size_t features;
+  __host__ __device__ std::size_t operator()(std::size_t i) const {
+    return indices[i / features] * features + i % features;
+  }
+};
+}  // namespace detail
+
+template <class T>
+basic_device_matrix<T> basic_device_matrix<T>::samples(std::size_t first, std::size_t count) const {
+  detail::check_sample_range("device_matrix::samples", first, count, sample_count);
+  basic_device_matrix out{rows, count, thrust::device_vector<T>(rows * count)};
+  thrust::copy_n(values.begin() + std::ptrdiff_t(first * rows), rows * count, out.values.begin());
+  return out;
+}
+template <class T>
+basic_device_matrix<T> basic_device_matrix<T>::samples(std::span<const std::size_t> indices) const {
+  detail::check_sample_indices("device_matrix::samples", indices, sample_count);
+  basic_device_matrix out{rows, indices.size(), thrust::device_vector<T>(rows * indices.size())};
+  if (out.values.empty()) return out;
+  const thrust::device_vector<std::size_t> on_device(indices.begin(), indices.end());
+  const auto map = thrust::make_transform_iterator(
+      thrust::counting_iterator<std::size_t>(0),
+      detail::gathered_value_index{thrust::raw_pointer_cast(on_device.data()), rows});
+  thrust::gather(map, map + std::ptrdiff_t(out.values.size()), values.begin(), out.values.begin());
+  return out;
+}
 using device_matrix = basic_device_matrix<float>;
 
 template <class T>

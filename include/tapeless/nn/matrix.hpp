@@ -18,6 +18,25 @@
 
 namespace tl {
 
+namespace detail {
+// A mini-batch's samples must lie in the batch (host and device matrices alike).
+inline void check_sample_range(const char* where, std::size_t first, std::size_t count, std::size_t batch) {
+  if (first > batch || count > batch - first) {
+    throw shape_error(std::string("tapeless::") + where + ": samples [" + std::to_string(first) + ", " +
+                      std::to_string(first) + " + " + std::to_string(count) + ") run past the batch of " +
+                      std::to_string(batch));
+  }
+}
+inline void check_sample_indices(const char* where, std::span<const std::size_t> indices, std::size_t batch) {
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] >= batch) {
+      throw shape_error(std::string("tapeless::") + where + ": index " + std::to_string(i) + " is sample " +
+                        std::to_string(indices[i]) + ", past the batch of " + std::to_string(batch));
+    }
+  }
+}
+}  // namespace detail
+
 template <class T>
 class basic_matrix {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
@@ -57,10 +76,7 @@ class basic_matrix {
 
   // A copy of samples [first, first + count): a mini-batch of consecutive samples.
   basic_matrix samples(std::size_t first, std::size_t count) const {
-    if (first > batch_ || count > batch_ - first) {
-      throw shape_error("tapeless::matrix::samples: samples [" + std::to_string(first) + ", " + std::to_string(first) +
-                        " + " + std::to_string(count) + ") run past the batch of " + std::to_string(batch_));
-    }
+    detail::check_sample_range("matrix::samples", first, count, batch_);
     basic_matrix out(features_, count);
     std::copy_n(data_.begin() + std::ptrdiff_t(first * features_), count * features_, out.data_.begin());
     return out;
@@ -68,12 +84,7 @@ class basic_matrix {
   // A copy of the samples at `indices`, in that order (a shuffled mini-batch: PyTorch's
   // x[idx]); an index past the batch is a shape_error naming it.
   basic_matrix samples(std::span<const std::size_t> indices) const {
-    for (std::size_t i = 0; i < indices.size(); ++i) {
-      if (indices[i] >= batch_) {
-        throw shape_error("tapeless::matrix::samples: index " + std::to_string(i) + " is sample " +
-                          std::to_string(indices[i]) + ", past the batch of " + std::to_string(batch_));
-      }
-    }
+    detail::check_sample_indices("matrix::samples", indices, batch_);
     basic_matrix out(features_, indices.size());
     for (std::size_t i = 0; i < indices.size(); ++i)
       std::copy_n(data_.begin() + std::ptrdiff_t(indices[i] * features_), features_,
