@@ -64,8 +64,8 @@ TEST(Optimizers, Adam) {
 }
 
 TEST(Optimizers, AdamW) {
-  expect_close(run(tl::adamw(0.01f)), adam_reference(0.01, 0.9, 0.999, 1e-8, 0.01));
-  expect_close(run(tl::adamw(0.02f, 0.9f, 0.999f, 1e-8f, 0.1f)), adam_reference(0.02, 0.9, 0.999, 1e-8, 0.1));
+  expect_close(run(tl::adamw{0.01}), adam_reference(0.01, 0.9, 0.999, 1e-8, 0.01));
+  expect_close(run(tl::adamw{0.02, 0.9, 0.999, 1e-8, 0.1}), adam_reference(0.02, 0.9, 0.999, 1e-8, 0.1));
 }
 
 // The host's update takes 16 parameters at a time on lanes (vector instructions) and
@@ -109,7 +109,7 @@ void expect_lanes_equal_one_at_a_time(const Optimizer& opt) {
 TEST(Optimizers, LanesEqualOneAtATime) {
   expect_lanes_equal_one_at_a_time<float>(tl::sgd{0.05, 0.9});
   expect_lanes_equal_one_at_a_time<float>(tl::adam{0.01});
-  expect_lanes_equal_one_at_a_time<float>(tl::adamw(0.02, 0.9, 0.999, 1e-8, 0.1));
+  expect_lanes_equal_one_at_a_time<float>(tl::adamw{0.02, 0.9, 0.999, 1e-8, 0.1});
   expect_lanes_equal_one_at_a_time<double>(tl::adam{0.01});
   expect_lanes_equal_one_at_a_time<double>(tl::sgd{0.1});
 }
@@ -169,8 +169,8 @@ TEST(Optimizers, BadSettingsAreRefusedBeforeTheStep) {
   expect_refused(tl::adam{0.01, 0.9, 1.0}, "beta2");
   expect_refused(tl::adam{inf}, "adam: lr");
   expect_refused(tl::adam{0.01, 0.9, 0.999, -1e-8}, "eps must be finite and >= 0, got -1e-08");  // not -0.000000
-  expect_refused(tl::adamw(0.01, 1.5), "adamw: beta1");
-  expect_refused(tl::adamw(0.01, 0.9, 0.999, 1e-8, -1.0), "weight_decay");
+  expect_refused(tl::adamw{0.01, 1.5}, "adamw: beta1");
+  expect_refused(tl::adamw{0.01, 0.9, 0.999, 1e-8, -1.0}, "weight_decay");
   // The edges PyTorch takes still train: lr 0, beta 0, eps 0.
   const auto model = tl::chain(tl::dense<1, 4>(tl::tanh), tl::dense<4, 1>());
   tl::rng gen(3);
