@@ -28,4 +28,5 @@ int main() {
     const double n = gen.normal();
     std::printf("%a %a\n", u, n);
   }
+  for (const std::size_t i : gen.permutation(1000)) std::printf("%zu\n", i);  // a shuffled mini-batch order
 }

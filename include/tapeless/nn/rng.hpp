@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "tapeless/core/config.hpp"
 
@@ -32,6 +35,41 @@ class rng {
     state_[2] ^= t;
     state_[3] = (state_[3] << 11) | (state_[3] >> 21);
     return result;
+  }
+
+  // A UniformRandomBitGenerator, for the standard library's algorithms (std::shuffle's
+  // order then depends on the library; permutation() below does not).
+  using result_type = std::uint32_t;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return 0xFFFFFFFFu; }
+  TL_HD result_type operator()() { return next_u32(); }
+
+  // Uniform in [0, n), unbiased (n > 0): Lemire's multiply-shift with rejection while n
+  // fits 32 bits, else a 64-bit draw rejected past the last whole multiple of n.
+  std::uint64_t below(std::uint64_t n) {
+    if (n <= 0xFFFFFFFFull) {
+      const auto n32 = static_cast<std::uint32_t>(n);
+      std::uint64_t m = std::uint64_t(next_u32()) * n32;
+      if (static_cast<std::uint32_t>(m) < n32) {
+        const std::uint32_t threshold = static_cast<std::uint32_t>(-n32) % n32;
+        while (static_cast<std::uint32_t>(m) < threshold) m = std::uint64_t(next_u32()) * n32;
+      }
+      return m >> 32;
+    }
+    const std::uint64_t limit = ~std::uint64_t{0} - ~std::uint64_t{0} % n;
+    std::uint64_t r;
+    do r = (std::uint64_t(next_u32()) << 32) | next_u32();
+    while (r >= limit);
+    return r % n;
+  }
+
+  // 0 .. n-1 in a uniformly random order (Fisher-Yates), the same on every platform:
+  // a shuffled mini-batch order, x.samples(...) of its slices.
+  std::vector<std::size_t> permutation(std::size_t n) {
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[below(i)]);
+    return order;
   }
 
   // Uniform in [0, 1), 24 random bits.
