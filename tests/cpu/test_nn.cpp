@@ -269,6 +269,8 @@ TEST(EvaluateLoss, EqualsTheLossOfValueAndGrad) {
                                            {"evaluate_loss"});
   const tl::train_state state(model, params, tl::adam{});
   EXPECT_EQ(tl::evaluate_loss(tl::mse, state, x, y), tl::evaluate_loss(tl::mse, model, params, x, y));
+  const auto gradient = tl::value_and_grad(tl::mse, model, params, x, y).gradient;
+  for (std::size_t k = 0; k < gradient.size; k += 97) EXPECT_EQ(gradient[k], tl::flat(gradient)[k]);  // p[i] is flat()[i]
 }
 
 // A million outputs: the per-sample scratch is on the heap (a stack array of 8.8 MB

@@ -36,6 +36,9 @@ class parameters {
   std::span<const T, size> flat() const { return std::span<const T, size>(values_.data(), size); }
   T* data() { return values_.data(); }
   const T* data() const { return values_.data(); }
+  // Value i of the flat order (unchecked, as std::vector's; flat() is the span).
+  T& operator[](std::size_t i) { return values_[i]; }
+  const T& operator[](std::size_t i) const { return values_[i]; }
 
   friend bool operator==(const parameters&, const parameters&) = default;
 
