@@ -285,6 +285,13 @@ basic_matrix<T> apply(const Model& model, const parameters<Model, T>& params, co
   return y;
 }
 
+template <model Model, class T, class U>
+  requires(!detail::same_precision<T, U>)
+basic_matrix<T> apply(const Model&, const parameters<Model, T>&, const basic_matrix<U>&) {
+  (void)detail::check_same_precision<T, U>();
+  return {};
+}
+
 // Mean loss over the batch and its gradient with respect to every parameter.
 template <class Loss, model Model, class T>
 loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model, const parameters<Model, T>& params,
@@ -297,6 +304,14 @@ loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model,
                       .loss;
   }
   return result;
+}
+
+template <class Loss, model Model, class T, class U, class V>
+  requires(!detail::same_precision<T, U, V>)
+loss_and_gradient<Model, T> value_and_grad(const Loss&, const Model&, const parameters<Model, T>&,
+                                           const basic_matrix<U>&, const basic_matrix<V>&) {
+  (void)detail::check_same_precision<T, U, V>();
+  return {};
 }
 
 }  // namespace tl

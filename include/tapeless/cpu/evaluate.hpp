@@ -28,11 +28,23 @@ T evaluate_loss(const Loss& loss, const Model& model, const parameters<Model, T>
   }
   return T(0);
 }
+template <class Loss, model Model, class T, class U, class V>
+  requires(!detail::same_precision<T, U, V>)
+T evaluate_loss(const Loss&, const Model&, const parameters<Model, T>&, const basic_matrix<U>&,
+                const basic_matrix<V>&) {
+  return T(detail::check_same_precision<T, U, V>());
+}
 // A training state's model and parameters (as the GPU's overload takes a cuda_train_state).
 template <class Loss, model Model, class Optimizer, class T>
 T evaluate_loss(const Loss& loss, const train_state<Model, Optimizer, T>& state, const basic_matrix<T>& x,
                 const basic_matrix<T>& y) {
   return evaluate_loss(loss, state.model, state.params, x, y);
+}
+
+template <class Loss, model Model, class Optimizer, class T, class U, class V>
+  requires(!detail::same_precision<T, U, V>)
+T evaluate_loss(const Loss&, const train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const basic_matrix<V>&) {
+  return T(detail::check_same_precision<T, U, V>());
 }
 
 }  // namespace tl

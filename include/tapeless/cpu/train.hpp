@@ -94,6 +94,12 @@ T train_step(train_state<Model, Optimizer, T>& state, const Loss& loss, const ba
   return detail::step("train_step", state, loss, x, y);
 }
 
+template <model Model, class Optimizer, class T, class Loss, class U, class V>
+  requires(!detail::same_precision<T, U, V>)
+T train_step(train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&) {
+  return T(detail::check_same_precision<T, U, V>());
+}
+
 // `epochs` full-batch steps. If one fails, the numeric_error it throws carries the
 // losses of the steps before it (the state holds their result).
 template <model Model, class Optimizer, class T, class Loss>
@@ -114,6 +120,13 @@ fit_result fit(train_state<Model, Optimizer, T>& state, const Loss& loss, const 
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+template <model Model, class Optimizer, class T, class Loss, class U, class V>
+  requires(!detail::same_precision<T, U, V>)
+fit_result fit(train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&,
+               std::size_t, const fit_options& = {}) {
+  (void)detail::check_same_precision<T, U, V>();
+  return {};
 }
 
 }  // namespace tl

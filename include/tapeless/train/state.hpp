@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/errors.hpp"
@@ -75,6 +76,19 @@ inline void check_epochs(const char* where, std::size_t epochs) {
     throw std::invalid_argument(std::string("tapeless::") + where + ": epochs = " + std::to_string(epochs) +
                                 " is more than " + std::to_string(most) +
                                 " (a negative number converted to std::size_t?)");
+}
+
+// Batches hold the parameters' precision. A float batch for double parameters matched
+// no overload (g++ listed the candidates); the CPU entry points' overloads for mixed
+// precisions call this, which says it in one line.
+template <class T, class... Batches>
+inline constexpr bool same_precision = (std::is_same_v<T, Batches> && ...);
+template <class T, class... Batches>
+constexpr bool check_same_precision() {
+  static_assert(same_precision<T, Batches...>,
+                "tapeless: x and y must hold the parameters' precision (float with float parameters, double with "
+                "double); convert a batch with x.cast<double>() or x.cast<float>()");
+  return same_precision<T, Batches...>;
 }
 
 // x (and y, when given) must match the model and each other, and hold samples.
