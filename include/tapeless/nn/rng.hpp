@@ -44,7 +44,7 @@ class rng {
   static constexpr result_type max() { return 0xFFFFFFFFu; }
   TL_HD result_type operator()() { return next_u32(); }
 
-  // Uniform in [0, n), unbiased (n > 0): Lemire's multiply-shift with rejection while n
+  // Uniform in [0, n), unbiased (n > 0; 0 for n = 0): Lemire's multiply-shift with rejection while n
   // fits 32 bits, else a 64-bit draw rejected past the last whole multiple of n.
   std::uint64_t below(std::uint64_t n) {
     if (n <= 0xFFFFFFFFull) {
@@ -58,8 +58,10 @@ class rng {
     }
     const std::uint64_t limit = ~std::uint64_t{0} - ~std::uint64_t{0} % n;
     std::uint64_t r;
-    do r = (std::uint64_t(next_u32()) << 32) | next_u32();
-    while (r >= limit);
+    do {
+      const std::uint64_t high = next_u32();  // sequenced: the operands of | are not
+      r = (high << 32) | next_u32();
+    } while (r >= limit);
     return r % n;
   }
 
