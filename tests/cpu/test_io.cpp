@@ -104,6 +104,15 @@ void expect_rejected(const std::filesystem::path& file, std::initializer_list<st
   expect_failure<tl::io_error>([&] { (void)tl::load_safetensors(file); }, problem);
 }
 
+// Text from a file in a message: valid UTF-8 kept, anything else escaped (a log line of
+// raw invalid bytes shows as garbage), cut short, never inside a character.
+TEST(Messages, ExcerptsEscapeInvalidUtf8AndControlBytes) {
+  EXPECT_EQ(tl::detail::quoted_excerpt("w\u00e9ight"), "'w\u00e9ight'");
+  EXPECT_EQ(tl::detail::quoted_excerpt("a\xff" "b\xc0\x80" "c\n"), "'a\\xffb\\xc0\\x80c\\x0a'");
+  EXPECT_EQ(tl::detail::quoted_excerpt("ab\u00e9", 3), "'ab...'");  // the 2-byte \u00e9 does not fit
+  EXPECT_EQ(tl::detail::quoted_excerpt(std::string(50, 'x')), "'" + std::string(40, 'x') + "...'");
+}
+
 TEST(Safetensors, RejectsBrokenFramingBeforeAllocating) {
   tl_test::scratch_directory dir;
   const std::string data(8, '\0');

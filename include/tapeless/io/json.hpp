@@ -38,30 +38,6 @@ inline const char* kind_name(value::kind k) {
   return "?";
 }
 
-// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is invalid
-// (overlong forms, surrogates and code points past U+10FFFF are invalid).
-inline std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
-  const auto at = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char lead = at(i);
-  if (lead < 0x80) return 1;
-  std::size_t length;
-  unsigned char low = 0x80, high = 0xbf;  // allowed range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
-  else if (lead == 0xe0) length = 3, low = 0xa0;
-  else if (lead == 0xed) length = 3, high = 0x9f;
-  else if (lead >= 0xe1 && lead <= 0xef) length = 3;
-  else if (lead == 0xf0) length = 4, low = 0x90;
-  else if (lead == 0xf4) length = 4, high = 0x8f;
-  else if (lead >= 0xf1 && lead <= 0xf3) length = 4;
-  else return 0;
-  if (i + length > text.size()) return 0;
-  if (at(i + 1) < low || at(i + 1) > high) return 0;
-  for (std::size_t k = 2; k < length; ++k) {
-    if (at(i + k) < 0x80 || at(i + k) > 0xbf) return 0;
-  }
-  return length;
-}
-
 inline bool valid_utf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t length = utf8_sequence_length(text, i);
