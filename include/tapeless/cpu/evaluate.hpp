@@ -32,7 +32,8 @@ template <class Loss, model Model, class T, class U, class V>
   requires(!detail::same_precision<T, U, V>)
 T evaluate_loss(const Loss&, const Model&, const parameters<Model, T>&, const basic_matrix<U>&,
                 const basic_matrix<V>&) {
-  return T(detail::check_same_precision<T, U, V>());
+  (void)detail::check_same_precision<T, U, V>();
+  return {};
 }
 // A training state's model and parameters (as the GPU's overload takes a cuda_train_state).
 template <class Loss, model Model, class Optimizer, class T>
@@ -44,7 +45,8 @@ T evaluate_loss(const Loss& loss, const train_state<Model, Optimizer, T>& state,
 template <class Loss, model Model, class Optimizer, class T, class U, class V>
   requires(!detail::same_precision<T, U, V>)
 T evaluate_loss(const Loss&, const train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const basic_matrix<V>&) {
-  return T(detail::check_same_precision<T, U, V>());
+  (void)detail::check_same_precision<T, U, V>();
+  return {};
 }
 
 }  // namespace tl

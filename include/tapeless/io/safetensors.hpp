@@ -217,8 +217,9 @@ class safetensors_file {
 
   // Copies tensor `name` into `out` after checking that it is stored as T (F32 for
   // float; F64, or F32 widened exactly, for double: F64 into float would round, and no
-  // other dtype is converted, so F16, BF16 or an integer type is an io_error naming it), that its shape is `expected_shape`
-  // and that its values are finite (unless allowed). On failure `out` is unchanged.
+  // other dtype is converted, so F16, BF16 or an integer type is an io_error naming it),
+  // that its shape is `expected_shape` and that its values are finite (unless allowed).
+  // On failure `out` is unchanged.
   template <class T>
   void copy_to(std::string_view name, std::span<T> out, const std::vector<std::size_t>& expected_shape,
                non_finite_values policy = non_finite_values::reject) const {
@@ -372,9 +373,11 @@ inline void safetensors_file::add_tensor(const std::string& name, const detail::
                                   [&](const detail::dtype_entry& e) { return e.name == dtype_entry->text; });
   if (known == std::end(detail::dtype_table)) {
     std::string names;
-    for (const detail::dtype_entry& e : detail::dtype_table) names += (names.empty() ? "" : ", ") + std::string(e.name);
-    fail("dtype " + detail::quoted_excerpt(dtype_entry->text) + " is not supported (the safetensors dtypes tapeless reads: " +
-         names + "; not the sub-byte F4, F6_E2M3, F6_E3M2)");
+    for (const detail::dtype_entry& e : detail::dtype_table)
+      names += (names.empty() ? "" : ", ") + std::string(e.name);
+    fail("dtype " + detail::quoted_excerpt(dtype_entry->text) +
+         " is not supported (the safetensors dtypes tapeless reads: " + names +
+         "; not the sub-byte F4, F6_E2M3, F6_E3M2)");
   }
   const dtype type = known->type;
 

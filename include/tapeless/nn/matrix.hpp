@@ -77,9 +77,7 @@ class basic_matrix {
   // A copy of samples [first, first + count): a mini-batch of consecutive samples.
   basic_matrix samples(std::size_t first, std::size_t count) const {
     detail::check_sample_range("matrix::samples", first, count, batch_);
-    basic_matrix out(features_, count);
-    std::copy_n(data_.begin() + std::ptrdiff_t(first * features_), count * features_, out.data_.begin());
-    return out;
+    return basic_matrix(features_, count, std::span<const T>(data_).subspan(first * features_, count * features_));
   }
   // A copy of the samples at `indices`, in that order (a shuffled mini-batch: PyTorch's
   // x[idx]); an index past the batch is a shape_error naming it.

@@ -110,7 +110,9 @@ struct adamw {
     c.decay = T(weight_decay);
     return c;
   }
-  template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) { adam::update(c, p, g, m, v); }
+  template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) {
+    adam::update(c, p, g, m, v);
+  }
   void check() const {
     adam{lr, beta1, beta2, eps}.check(name);
     detail::require_setting(detail::finite_at_least_zero(weight_decay), name, "weight_decay must be finite and >= 0",

@@ -44,8 +44,9 @@ class rng {
   static constexpr result_type max() { return 0xFFFFFFFFu; }
   TL_HD result_type operator()() { return next_u32(); }
 
-  // Uniform in [0, n), unbiased (n > 0; 0 for n = 0): Lemire's multiply-shift with rejection while n
-  // fits 32 bits, else a 64-bit draw rejected past the last whole multiple of n.
+  // Uniform in [0, n), unbiased (n > 0; 0 for n = 0): Lemire's multiply-shift with
+  // rejection while n fits 32 bits, else a 64-bit draw rejected past the last whole
+  // multiple of n.
   std::uint64_t below(std::uint64_t n) {
     if (n <= 0xFFFFFFFFull) {
       const auto n32 = static_cast<std::uint32_t>(n);
