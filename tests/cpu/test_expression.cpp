@@ -18,7 +18,7 @@ auto nested(const Y& y) {
 TEST(Sharing, ScheduleGrowsLinearlyAndValuesAreRight) {
   constexpr int depth = 48;  // 2^48 tree paths: only sharing makes this finish
   const auto f = nested<depth>(tl::var<0>);
-  static_assert(tl::graph::schedule_t<decltype(f)>::size == 3 * depth + 1);
+  static_assert(tl::graph::schedule_size<decltype(f)> == 3 * depth + 1);
   double y = 0.9, dy = 1.0;
   for (int k = 0; k < depth; ++k) {
     dy *= std::cos(y) * std::cos(y) - std::sin(y) * std::sin(y);

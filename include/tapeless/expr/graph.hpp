@@ -14,23 +14,17 @@ namespace tl::graph {
 
 template <class T> struct type_tag {};
 
-// A type list, and each type with its position as an overload of two functions that
-// are only ever named inside decltype: finding a type's position, or the type at a
-// position, is one overload resolution (the list is walked once), not a search
-// instantiated per lookup (quadratic in the schedule's length), and nothing is
-// evaluated, so g++ mangles nothing (it names every function a constant expression
-// calls, consteval ones too: with the whole list in their names, cubic). Overloads,
-// not a deduced base class: g++ 12 fails deducing against a floating-point template
-// argument (literal<0.5>).
+// A type list, and each type with its position as an overload, only ever named inside
+// decltype: the type at a position is one overload resolution (the list is walked
+// once), not a search instantiated per lookup, and nothing is evaluated, so g++
+// mangles nothing. Used on lists of small types (the schedule's steps, below).
 template <std::size_t I, class T>
 struct indexed_type {
-  static std::integral_constant<std::size_t, I> position(const type_tag<T>*);
   static std::type_identity<T> type_at(const std::integral_constant<std::size_t, I>*);
 };
 template <class Positions, class... Ts> struct indexed_types;
 template <std::size_t... I, class... Ts>
 struct indexed_types<std::index_sequence<I...>, Ts...> : indexed_type<I, Ts>... {
-  using indexed_type<I, Ts>::position...;
   using indexed_type<I, Ts>::type_at...;
 };
 
@@ -40,18 +34,12 @@ struct type_list {
   using indexed = indexed_types<std::index_sequence_for<Ts...>, Ts...>;
 };
 
-// Membership as a base-class test, for the same reason: the schedule below asks it
-// at every edge of the graph, of a list that grows as it goes.
+// Membership as a base-class test (collect_unshared below asks it at every edge of the
+// unshareable part, of a list that grows as it goes).
 template <class... Ts> struct type_set : type_tag<Ts>... {};
 template <class T, class List> struct contains;
 template <class T, class... Ts>
 struct contains<T, type_list<Ts...>> : std::is_base_of<type_tag<T>, type_set<Ts...>> {};
-
-// The position of T in List, as std::integral_constant<std::size_t, position>: a type,
-// not a variable template, since g++ also names (mangles) every variable template
-// specialization it meets, and this one's name would hold the whole list.
-template <class T, class List>
-using index_of = decltype(List::indexed::position(static_cast<const type_tag<T>*>(nullptr)));
 
 // The I-th type of List.
 template <std::size_t I, class List>
@@ -62,94 +50,136 @@ template <class T, class List> struct append;
 template <class T, class... Ts>
 struct append<T, type_list<Ts...>> { using type = type_list<Ts..., T>; };
 
-// collect<Node, Acc>: Acc extended by Node's shareable nodes in post-order.
-template <class Node, class Acc, bool Listed = contains<Node, Acc>::value>
-struct collect;
+// ---- the schedule -----------------------------------------------------------------
+// Built in two steps, each cheap for g++ and for nvcc's front end alike:
+//  1. a constant evaluation walks the graph once and lists each shareable type's
+//     address key (identity_of<T>::key: one object per type, so equal keys mean equal
+//     types), visiting a listed type not again: node_table, its slots in post-order;
+//  2. scheduled_steps turns it into a list of small step types (the operation and its
+//     children's slots), in slot order, which the sweeps fold over.
+// No template is instantiated with the whole expression and a node, or with a list of
+// node types, as its arguments: nvcc's front end (cicc) compares such argument lists at
+// a cost that grows with the types' size, and a schedule built of them (a list that grew
+// with every node) took 42 s for a 32-output cross-entropy sample_loss and did not end
+// at 64 outputs, against 1 s and 3 s for g++ (docs/performance.md, 2026-12-06 late).
+// Step 2's templates name the table by its address instead of the expression.
+template <class T> struct identity_of { static constexpr char key = 0; };
 
-template <class Node, class Acc>
-struct collect<Node, Acc, true> { using type = Acc; };
+inline constexpr std::size_t not_listed = std::size_t(-1);
 
-template <class Node, class Acc>
-using collect_t = typename collect<Node, Acc>::type;
-
-template <class Node, class Acc>
-using add_if_shareable = std::conditional_t<is_shareable_v<Node>, typename append<Node, Acc>::type, Acc>;
-
-template <std::size_t I, class Acc>
-struct collect<variable<I>, Acc, false> { using type = typename append<variable<I>, Acc>::type; };
-template <auto V, class Acc>
-struct collect<literal<V>, Acc, false> { using type = typename append<literal<V>, Acc>::type; };
-template <class T, class Acc>
-struct collect<constant<T>, Acc, false> { using type = Acc; };
-template <class Acc>
-struct collect<refused_expression, Acc, false> { using type = Acc; };
-template <class Op, class A, class Acc>
-struct collect<unary_node<Op, A>, Acc, false> {
-  using type = add_if_shareable<unary_node<Op, A>, collect_t<A, Acc>>;
-};
-template <class Op, class A, class B, class Acc>
-struct collect<binary_node<Op, A, B>, Acc, false> {
-  using type = add_if_shareable<binary_node<Op, A, B>, collect_t<B, collect_t<A, Acc>>>;
-};
-
-template <class C, class A, class B, class P, class Q, class Acc>
-struct collect<where_node<C, A, B, P, Q>, Acc, false> {
-  using type = add_if_shareable<where_node<C, A, B, P, Q>, collect_t<Q, collect_t<P, collect_t<B, collect_t<A, Acc>>>>>;
+template <std::size_t Capacity>
+struct node_table {
+  const void* keys[Capacity]{};
+  std::size_t size = 0;
+  std::size_t arity = 0;  // largest variable index + 1 (0 when no variable is used)
+  bool full = false;      // more shareable types than Capacity: built again, larger
+  constexpr std::size_t find(const void* key) const {
+    for (std::size_t i = 0; i < size; ++i)
+      if (keys[i] == key) return i;
+    return not_listed;
+  }
 };
 
-template <class Expr>
-using schedule_t = collect_t<std::remove_cvref_t<Expr>, type_list<>>;
+template <class Node> struct children_of { using type = type_list<>; };
+template <class Op, class A> struct children_of<unary_node<Op, A>> { using type = type_list<A>; };
+template <class Op, class A, class B> struct children_of<binary_node<Op, A, B>> { using type = type_list<A, B>; };
+template <class C, class A, class B, class P, class Q>
+struct children_of<where_node<C, A, B, P, Q>> { using type = type_list<A, B, P, Q>; };
 
-// The slot of T in List as index_of, or not_listed where List does not hold T (a
-// variable the expression does not use).
-struct not_listed {};
-template <class T, class List, bool = contains<T, List>::value>
-struct slot_if_listed { using type = not_listed; };
-template <class T, class List>
-struct slot_if_listed<T, List, true> { using type = index_of<T, List>; };
+// Post-order: children first, then the node when it is shareable. Unshareable nodes
+// (run-time constants and what holds them) are walked at each occurrence, as the sweep
+// evaluates them (bounded by record_limit).
+template <class Node, std::size_t Capacity>
+constexpr void schedule_into(node_table<Capacity>& table) {
+  if constexpr (is_shareable_v<Node>)
+    if (table.find(&identity_of<Node>::key) != not_listed) return;
+  [&]<class... Children>(type_list<Children...>) { (schedule_into<Children>(table), ...); }(
+      typename children_of<Node>::type{});
+  if constexpr (is_shareable_v<Node>) {
+    if (table.size == Capacity) table.full = true;
+    else table.keys[table.size++] = &identity_of<Node>::key;
+  }
+  if constexpr (requires { Node::index; })
+    if (Node::index + 1 > table.arity) table.arity = Node::index + 1;
+}
+template <class Expr, std::size_t Capacity = 256>
+constexpr auto make_node_table() {
+  constexpr auto table = [] {
+    node_table<Capacity> t{};
+    schedule_into<Expr>(t);
+    return t;
+  }();
+  if constexpr (table.full) return make_node_table<Expr, 4 * Capacity>();
+  else return table;
+}
+template <class Expr> struct schedule_of { static constexpr auto table = make_node_table<Expr>(); };
 
-// What a sweep does at the I-th scheduled node, with its children named by their
-// slots: a small type (the operation and a few numbers), so the code generated for a
-// node is not named after the node's whole subgraph. (g++ mangles every function it
-// generates, even those it inlines; named after their nodes, the sweep's functions
-// made a 64-output sample loss spend most of its build in the mangler.)
+// A node's slot in the schedule whose table is *Table, or not_listed (a variable the
+// expression does not use).
+template <auto Table, class Node>
+using slot_in = std::integral_constant<std::size_t, Table->find(&identity_of<Node>::key)>;
+
+// What a sweep does at a scheduled node, with its children named by their slots: a
+// small type (the operation and a few numbers), so the code generated for a node is not
+// named after the node's whole subgraph. (g++ mangles every function it generates, even
+// those it inlines; named after their nodes, the sweeps' functions made a 64-output
+// sample loss spend most of its build in the mangler.)
 template <std::size_t Index> struct load_variable {};
 template <class Literal> struct load_literal {};
 template <class Op, std::size_t A> struct unary_step {};
 template <class Op, std::size_t A, std::size_t B> struct binary_step {};
 template <class Compare, std::size_t A, std::size_t B, std::size_t P, std::size_t Q> struct where_step {};
 
-template <class Node, class List> struct step_of;
-template <std::size_t I, class List>
-struct step_of<variable<I>, List> { using type = load_variable<I>; };
-template <auto V, class List>
-struct step_of<literal<V>, List> { using type = load_literal<literal<V>>; };
-template <class Op, class A, class List>
-struct step_of<unary_node<Op, A>, List> { using type = unary_step<Op, index_of<A, List>::value>; };
-template <class Op, class A, class B, class List>
-struct step_of<binary_node<Op, A, B>, List> {
-  using type = binary_step<Op, index_of<A, List>::value, index_of<B, List>::value>;
+template <auto Table, class Node> struct step_of;
+template <auto Table, std::size_t I>
+struct step_of<Table, variable<I>> { using type = load_variable<I>; };
+template <auto Table, auto V>
+struct step_of<Table, literal<V>> { using type = load_literal<literal<V>>; };
+template <auto Table, class Op, class A>
+struct step_of<Table, unary_node<Op, A>> { using type = unary_step<Op, slot_in<Table, A>::value>; };
+template <auto Table, class Op, class A, class B>
+struct step_of<Table, binary_node<Op, A, B>> {
+  using type = binary_step<Op, slot_in<Table, A>::value, slot_in<Table, B>::value>;
 };
-template <class C, class A, class B, class P, class Q, class List>
-struct step_of<where_node<C, A, B, P, Q>, List> {
-  using type = where_step<C, index_of<A, List>::value, index_of<B, List>::value, index_of<P, List>::value, index_of<Q, List>::value>;
+template <auto Table, class C, class A, class B, class P, class Q>
+struct step_of<Table, where_node<C, A, B, P, Q>> {
+  using type = where_step<C, slot_in<Table, A>::value, slot_in<Table, B>::value, slot_in<Table, P>::value,
+                          slot_in<Table, Q>::value>;
 };
-template <std::size_t I, class List>
-using step_at = typename step_of<type_at<I, List>, List>::type;
 
-// Largest variable index + 1 (0 when the expression has no variable).
-template <class List> struct arity;
-template <class... Ts>
-struct arity<type_list<Ts...>> {
-  template <class T> static constexpr std::size_t of() {
-    if constexpr (requires { T::index; }) return T::index + 1; else return 0;
-  }
-  static constexpr std::size_t value = [] {
-    std::size_t n = 0;
-    ((n = of<Ts>() > n ? of<Ts>() : n), ...);
-    return n;
-  }();
+// Steps: the steps listed so far, in slot order. A shareable node whose slot is below
+// their count is already listed; any other node lists its children's new steps, then
+// its own. The same walk as schedule_into, so the list's positions are the slots.
+template <auto Table, class Node, class Steps,
+          bool Listed = is_shareable_v<Node> && (slot_in<Table, Node>::value < Steps::size)>
+struct scheduled_steps { using type = Steps; };
+template <auto Table, class Steps, class... Children>
+struct children_steps { using type = Steps; };
+template <auto Table, class Steps, class Child, class... Rest>
+struct children_steps<Table, Steps, Child, Rest...> {
+  using type = typename children_steps<Table, typename scheduled_steps<Table, Child, Steps>::type, Rest...>::type;
 };
+template <auto Table, class Node, class Steps, bool Shareable = is_shareable_v<Node>>
+struct with_step { using type = Steps; };
+template <auto Table, class Node, class Steps>
+struct with_step<Table, Node, Steps, true> { using type = typename append<typename step_of<Table, Node>::type, Steps>::type; };
+template <auto Table, class Node, class Steps, class Children> struct node_steps;
+template <auto Table, class Node, class Steps, class... Children>
+struct node_steps<Table, Node, Steps, type_list<Children...>> {
+  using type = typename with_step<Table, Node, typename children_steps<Table, Steps, Children...>::type>::type;
+};
+template <auto Table, class Node, class Steps>
+struct scheduled_steps<Table, Node, Steps, false> {
+  using type = typename node_steps<Table, Node, Steps, typename children_of<Node>::type>::type;
+};
+
+// What the sweeps use: the table's address, the steps in slot order (a type_list), the
+// number of slots, and the largest variable index + 1.
+template <class Expr> inline constexpr const auto* schedule_table = &schedule_of<std::remove_cvref_t<Expr>>::table;
+template <class Expr>
+using schedule_steps = typename scheduled_steps<schedule_table<Expr>, std::remove_cvref_t<Expr>, type_list<>>::type;
+template <class Expr> inline constexpr std::size_t schedule_size = schedule_table<Expr>->size;
+template <class Expr> inline constexpr std::size_t arity = schedule_table<Expr>->arity;
 
 // How many records the evaluation of the unshareable part keeps: the nodes above a
 // run-time constant are evaluated once per path, so a reused subexpression that holds
