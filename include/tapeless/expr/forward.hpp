@@ -78,9 +78,10 @@ class tangent_sweep {
  public:
   TL_HD TL_INLINE static value_tangent<T> run(const Expr& expr, const T* point) {
     std::array<T, slots> value{}, tangent{};
-    [&]<std::size_t... I, class... Step>(std::index_sequence<I...>, graph::type_list<Step...>) {
-      (tangent_step<Seed>(value.data(), tangent.data(), point, Step{}, I), ...);
-    }(std::make_index_sequence<slots>{}, graph::schedule_steps<Expr>{});
+    using steps = graph::schedule_steps<Expr>;
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
+      (tangent_step<Seed>(value.data(), tangent.data(), point, graph::type_at<I, steps>{}, I), ...);
+    });
     return eval(expr, value, tangent);
   }
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/config.hpp"
 #include "tapeless/expr/node.hpp"
 
 namespace tl::graph {
@@ -172,6 +173,20 @@ template <auto Table, class Node, class Steps>
 struct scheduled_steps<Table, Node, Steps, false> {
   using type = typename node_steps<Table, Node, Steps, typename children_of<Node>::type>::type;
 };
+
+// Calls f(std::index_sequence<I...>{}) on 0 .. Count - 1 in order, in runs of at most
+// 128 indices, for the sweeps to fold over: clang refuses a fold of more than 256 terms
+// (its bracket depth), which a sample loss over 29 outputs already has slots for. f is
+// instantiated once a run, never once an index (graph.hpp's note on mangling).
+template <std::size_t Offset, std::size_t... I>
+TL_HD constexpr std::index_sequence<Offset + I...> offset_by(std::index_sequence<I...>) { return {}; }
+template <std::size_t Count, class F>
+TL_HD TL_INLINE constexpr void for_each_run(F&& f) {
+  constexpr std::size_t run = 128;
+  [&]<std::size_t... R>(std::index_sequence<R...>) {
+    (f(offset_by<R * run>(std::make_index_sequence<(R + 1) * run <= Count ? run : Count - R * run>{})), ...);
+  }(std::make_index_sequence<(Count + run - 1) / run>{});
+}
 
 // What the sweeps use: the table's address, the steps in slot order (a type_list), the
 // number of slots, and the largest variable index + 1.

@@ -92,9 +92,9 @@ class reverse_sweep {
   // with the point's type as a template parameter, g++ 12's compile time grew
   // exponentially with the depth of a shared expression.)
   TL_HD TL_INLINE void forward(const T* point) {
-    [&]<std::size_t... I, class... Step>(std::index_sequence<I...>, graph::type_list<Step...>) {
-      (forward_step(value.data(), partial.data(), point, Step{}, I), ...);
-    }(std::make_index_sequence<slots>{}, steps{});
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
+      (forward_step(value.data(), partial.data(), point, graph::type_at<I, steps>{}, I), ...);
+    });
   }
 
   // Value of the whole expression plus adjoints of every shareable node.
@@ -102,9 +102,9 @@ class reverse_sweep {
     forward(point);
     up<0>(expr);
     down<0>(expr, T(1));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
       (backward_step(adjoint.data(), partial.data(), graph::type_at<slots - 1 - I, steps>{}, slots - 1 - I), ...);
-    }(std::make_index_sequence<slots>{});
+    });
     return top_value[0];
   }
 
