@@ -178,14 +178,21 @@ struct scheduled_steps<Table, Node, Steps, false> {
 // 128 indices, for the sweeps to fold over: clang refuses a fold of more than 256 terms
 // (its bracket depth), which a sample loss over 29 outputs already has slots for. f is
 // instantiated once a run, never once an index (graph.hpp's note on mangling).
+inline constexpr std::size_t run_length = 128;
 template <std::size_t Offset, std::size_t... I>
-TL_HD constexpr std::index_sequence<Offset + I...> offset_by(std::index_sequence<I...>) { return {}; }
+std::index_sequence<Offset + I...> offset_by(std::index_sequence<I...>);
+// The R-th run's indices. A class, not an expression in the fold below: g++ 13 refuses
+// make_index_sequence inside another pack's expansion ("sorry, unimplemented").
+template <std::size_t R, std::size_t Count>
+struct run_indices {
+  using type = decltype(offset_by<R * run_length>(
+      std::make_index_sequence<(R + 1) * run_length <= Count ? run_length : Count - R * run_length>{}));
+};
 template <std::size_t Count, class F>
 TL_HD TL_INLINE constexpr void for_each_run(F&& f) {
-  constexpr std::size_t run = 128;
   [&]<std::size_t... R>(std::index_sequence<R...>) {
-    (f(offset_by<R * run>(std::make_index_sequence<(R + 1) * run <= Count ? run : Count - R * run>{})), ...);
-  }(std::make_index_sequence<(Count + run - 1) / run>{});
+    (f(typename run_indices<R, Count>::type{}), ...);
+  }(std::make_index_sequence<(Count + run_length - 1) / run_length>{});
 }
 
 // What the sweeps use: the table's address, the steps in slot order (a type_list), the

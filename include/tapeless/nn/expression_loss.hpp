@@ -35,10 +35,12 @@ struct expression_elementwise_loss : elementwise_loss_base<expression_elementwis
 // In device code a sample loss of more than this many scheduled nodes is called, not
 // inlined: each training kernel that computes the loss (up to three in one program)
 // would otherwise carry its own copy through nvcc's optimizer, which took about 12 s a
-// copy at 64 outputs (cicc 58 s against 21 s out of line; docs/performance.md,
-// 2026-12-06 late). A call per sample costs nothing beside the loss's own hundreds of
-// operations; small losses stay inlined, and the CPU's lane loops always inline.
-inline constexpr std::size_t inlined_sample_loss_nodes = 128;
+// copy at 64 outputs (576 nodes; the whole build 74 s inlined, 39 s called). The call
+// costs run time: a 2-64-32 cross-entropy fit, whose step is mostly the loss, ran
+// 7-11 % slower with it (H100; docs/performance.md, 2026-12-06 late), so losses of up
+// to 512 nodes (the README's cross-entropy up to 56 classes) stay inlined. The CPU's
+// lane loops always inline.
+inline constexpr std::size_t inlined_sample_loss_nodes = 512;
 
 template <std::size_t N, class Expr>
 struct expression_sample_loss {
