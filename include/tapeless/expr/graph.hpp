@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
@@ -64,20 +65,74 @@ struct append<T, type_list<Ts...>> { using type = type_list<Ts..., T>; };
 // with every node) took 42 s for a 32-output cross-entropy sample_loss and did not end
 // at 64 outputs, against 1 s and 3 s for g++ (docs/performance.md, 2026-12-06 late).
 // Step 2's templates name the table by its address instead of the expression.
-template <class T> struct identity_of { static constexpr char key = 0; };
+inline constexpr std::uint64_t mix_hash(std::uint64_t h, std::uint64_t v) {  // a step of FNV-1a, by words
+  return (h ^ v) * 0x100000001b3ull;
+}
+
+// A type's identity as a value: the address of its own `key` (one object per type, so
+// equal addresses mean equal types), and a hash of its structure (its kind, variable
+// index or literal value, and its children's hashes) that says where in a node_table to
+// look for that address, so a lookup is no search of the whole table (clang stops a
+// constant evaluation after a million steps: a search made a 128-output sample loss's
+// schedule fail there). Unequal types may share a hash (sin(x) and cos(x) do); the
+// addresses tell them apart. Each type's hash is computed once, from its children's.
+template <class T> struct identity_of {
+  static constexpr char key = 0;
+  static constexpr std::uint64_t hash = 0xcbf29ce484222325ull;
+};
+template <std::size_t I> struct identity_of<variable<I>> {
+  static constexpr char key = 0;
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 1), I);
+};
+template <auto V> struct identity_of<literal<V>> {
+  static constexpr char key = 0;
+  static constexpr double v = literal<V>::value;
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 2),
+                                                 v > -1e15 && v < 1e15 ? std::uint64_t(std::int64_t(v * 4096)) : 3);
+};
+template <class Op, class A> struct identity_of<unary_node<Op, A>> {
+  static constexpr char key = 0;
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 4), identity_of<A>::hash);
+};
+template <class Op, class A, class B> struct identity_of<binary_node<Op, A, B>> {
+  static constexpr char key = 0;
+  static constexpr std::uint64_t hash =
+      mix_hash(mix_hash(mix_hash(0xcbf29ce484222325ull, 5), identity_of<A>::hash), identity_of<B>::hash);
+};
+template <class C, class A, class B, class P, class Q> struct identity_of<where_node<C, A, B, P, Q>> {
+  static constexpr char key = 0;
+  static constexpr std::uint64_t hash = mix_hash(
+      mix_hash(mix_hash(mix_hash(mix_hash(0xcbf29ce484222325ull, 6), identity_of<A>::hash), identity_of<B>::hash),
+               identity_of<P>::hash),
+      identity_of<Q>::hash);
+};
 
 inline constexpr std::size_t not_listed = std::size_t(-1);
 
+// The shareable types' keys in slot order, and an open-addressed index of them by hash
+// (twice Capacity buckets, each a slot + 1, 0 when empty).
 template <std::size_t Capacity>
 struct node_table {
+  static constexpr std::size_t buckets = 2 * Capacity;  // Capacity is a power of two
   const void* keys[Capacity]{};
+  std::size_t bucket[buckets]{};
   std::size_t size = 0;
   std::size_t arity = 0;  // largest variable index + 1 (0 when no variable is used)
   bool full = false;      // more shareable types than Capacity: built again, larger
-  constexpr std::size_t find(const void* key) const {
-    for (std::size_t i = 0; i < size; ++i)
-      if (keys[i] == key) return i;
+  constexpr std::size_t find(const void* key, std::uint64_t hash) const {
+    for (std::size_t b = hash % buckets; bucket[b] != 0; b = (b + 1) % buckets)
+      if (keys[bucket[b] - 1] == key) return bucket[b] - 1;
     return not_listed;
+  }
+  constexpr void add(const void* key, std::uint64_t hash) {
+    if (size == Capacity) {
+      full = true;
+      return;
+    }
+    std::size_t b = hash % buckets;
+    while (bucket[b] != 0) b = (b + 1) % buckets;
+    keys[size++] = key;
+    bucket[b] = size;
   }
 };
 
@@ -93,13 +148,10 @@ struct children_of<where_node<C, A, B, P, Q>> { using type = type_list<A, B, P, 
 template <class Node, std::size_t Capacity>
 constexpr void schedule_into(node_table<Capacity>& table) {
   if constexpr (is_shareable_v<Node>)
-    if (table.find(&identity_of<Node>::key) != not_listed) return;
+    if (table.find(&identity_of<Node>::key, identity_of<Node>::hash) != not_listed) return;
   [&]<class... Children>(type_list<Children...>) { (schedule_into<Children>(table), ...); }(
       typename children_of<Node>::type{});
-  if constexpr (is_shareable_v<Node>) {
-    if (table.size == Capacity) table.full = true;
-    else table.keys[table.size++] = &identity_of<Node>::key;
-  }
+  if constexpr (is_shareable_v<Node>) table.add(&identity_of<Node>::key, identity_of<Node>::hash);
   if constexpr (requires { Node::index; })
     if (Node::index + 1 > table.arity) table.arity = Node::index + 1;
 }
@@ -118,7 +170,7 @@ template <class Expr> struct schedule_of { static constexpr auto table = make_no
 // A node's slot in the schedule whose table is *Table, or not_listed (a variable the
 // expression does not use).
 template <auto Table, class Node>
-using slot_in = std::integral_constant<std::size_t, Table->find(&identity_of<Node>::key)>;
+using slot_in = std::integral_constant<std::size_t, Table->find(&identity_of<Node>::key, identity_of<Node>::hash)>;
 
 // What a sweep does at a scheduled node, with its children named by their slots: a
 // small type (the operation and a few numbers), so the code generated for a node is not
