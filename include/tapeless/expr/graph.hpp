@@ -119,8 +119,17 @@ struct node_table {
   std::size_t size = 0;
   std::size_t arity = 0;  // largest variable index + 1 (0 when no variable is used)
   bool full = false;      // more shareable types than Capacity: built again, larger
+  // The hash's high bits mixed into the low ones that pick the bucket (the multiply in
+  // mix_hash carries bits upwards only: integer literals, whose low bits are all zero,
+  // would share a bucket).
+  static constexpr std::size_t first_bucket(std::uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return std::size_t(h % buckets);
+  }
   constexpr std::size_t find(const void* key, std::uint64_t hash) const {
-    for (std::size_t b = hash % buckets; bucket[b] != 0; b = (b + 1) % buckets)
+    for (std::size_t b = first_bucket(hash); bucket[b] != 0; b = (b + 1) % buckets)
       if (keys[bucket[b] - 1] == key) return bucket[b] - 1;
     return not_listed;
   }
@@ -129,7 +138,7 @@ struct node_table {
       full = true;
       return;
     }
-    std::size_t b = hash % buckets;
+    std::size_t b = first_bucket(hash);
     while (bucket[b] != 0) b = (b + 1) % buckets;
     keys[size++] = key;
     bucket[b] = size;
@@ -142,28 +151,39 @@ template <class Op, class A, class B> struct children_of<binary_node<Op, A, B>> 
 template <class C, class A, class B, class P, class Q>
 struct children_of<where_node<C, A, B, P, Q>> { using type = type_list<A, B, P, Q>; };
 
+template <class Node> inline constexpr std::size_t variables_below = 0;  // largest variable index + 1
+template <std::size_t I> inline constexpr std::size_t variables_below<variable<I>> = I + 1;
+
 // Post-order: children first, then the node when it is shareable. Unshareable nodes
 // (run-time constants and what holds them) are walked at each occurrence, as the sweep
-// evaluates them (bounded by record_limit).
-template <class Node, std::size_t Capacity>
-constexpr void schedule_into(node_table<Capacity>& table) {
+// evaluates them (bounded by record_limit). One constant-evaluation frame a level of
+// the expression (the children are folded over here, not in a lambda): compilers stop
+// at 512 frames, so expressions nest up to about 500 levels. Once the table is full the
+// walk stops: unrecorded, shared subexpressions would be walked once per path.
+template <class Node, std::size_t Capacity, class... Children>
+constexpr void schedule_into(node_table<Capacity>& table, type_list<Children...>) {
+  if (table.full) return;
   if constexpr (is_shareable_v<Node>)
     if (table.find(&identity_of<Node>::key, identity_of<Node>::hash) != not_listed) return;
-  [&]<class... Children>(type_list<Children...>) { (schedule_into<Children>(table), ...); }(
-      typename children_of<Node>::type{});
+  (schedule_into<Children>(table, typename children_of<Children>::type{}), ...);
   if constexpr (is_shareable_v<Node>) table.add(&identity_of<Node>::key, identity_of<Node>::hash);
-  if constexpr (requires { Node::index; })
-    if (Node::index + 1 > table.arity) table.arity = Node::index + 1;
+  if (variables_below<Node> > table.arity) table.arity = variables_below<Node>;
 }
+// Larger tables for larger graphs, up to 2^22 shareable types.
 template <class Expr, std::size_t Capacity = 256>
 constexpr auto make_node_table() {
   constexpr auto table = [] {
     node_table<Capacity> t{};
-    schedule_into<Expr>(t);
+    schedule_into<Expr>(t, typename children_of<Expr>::type{});
     return t;
   }();
-  if constexpr (table.full) return make_node_table<Expr, 4 * Capacity>();
-  else return table;
+  if constexpr (table.full) {
+    static_assert(Capacity < (std::size_t(1) << 22), "tapeless: an expression of over 4 million distinct nodes");
+    if constexpr (Capacity < (std::size_t(1) << 22)) return make_node_table<Expr, 4 * Capacity>();
+    else return table;
+  } else {
+    return table;
+  }
 }
 template <class Expr> struct schedule_of { static constexpr auto table = make_node_table<Expr>(); };
 
@@ -202,28 +222,34 @@ struct step_of<Table, where_node<C, A, B, P, Q>> {
 
 // Steps: the steps listed so far, in slot order. A shareable node whose slot is below
 // their count is already listed; any other node lists its children's new steps, then
-// its own. The same walk as schedule_into, so the list's positions are the slots.
-template <auto Table, class Node, class Steps,
-          bool Listed = is_shareable_v<Node> && (slot_in<Table, Node>::value < Steps::size)>
-struct scheduled_steps { using type = Steps; };
-template <auto Table, class Steps, class... Children>
-struct children_steps { using type = Steps; };
-template <auto Table, class Steps, class Child, class... Rest>
-struct children_steps<Table, Steps, Child, Rest...> {
-  using type = typename children_steps<Table, typename scheduled_steps<Table, Child, Steps>::type, Rest...>::type;
-};
+// its own. The same walk as schedule_into, so the list's positions are the slots; one
+// level of instantiation a level of the expression (compilers stop at about 900).
 template <auto Table, class Node, class Steps, bool Shareable = is_shareable_v<Node>>
 struct with_step { using type = Steps; };
 template <auto Table, class Node, class Steps>
 struct with_step<Table, Node, Steps, true> { using type = typename append<typename step_of<Table, Node>::type, Steps>::type; };
-template <auto Table, class Node, class Steps, class Children> struct node_steps;
-template <auto Table, class Node, class Steps, class... Children>
-struct node_steps<Table, Node, Steps, type_list<Children...>> {
-  using type = typename with_step<Table, Node, typename children_steps<Table, Steps, Children...>::type>::type;
-};
+
+template <auto Table, class Node, class Steps,
+          bool Listed = is_shareable_v<Node> && (slot_in<Table, Node>::value < Steps::size)>
+struct scheduled_steps { using type = Steps; };
 template <auto Table, class Node, class Steps>
-struct scheduled_steps<Table, Node, Steps, false> {
-  using type = typename node_steps<Table, Node, Steps, typename children_of<Node>::type>::type;
+using scheduled_steps_t = typename scheduled_steps<Table, Node, Steps>::type;
+template <auto Table, class Node, class Steps>
+struct scheduled_steps<Table, Node, Steps, false> { using type = typename with_step<Table, Node, Steps>::type; };
+template <auto Table, class Op, class A, class Steps>
+struct scheduled_steps<Table, unary_node<Op, A>, Steps, false> {
+  using type = typename with_step<Table, unary_node<Op, A>, scheduled_steps_t<Table, A, Steps>>::type;
+};
+template <auto Table, class Op, class A, class B, class Steps>
+struct scheduled_steps<Table, binary_node<Op, A, B>, Steps, false> {
+  using type = typename with_step<Table, binary_node<Op, A, B>,
+                                  scheduled_steps_t<Table, B, scheduled_steps_t<Table, A, Steps>>>::type;
+};
+template <auto Table, class C, class A, class B, class P, class Q, class Steps>
+struct scheduled_steps<Table, where_node<C, A, B, P, Q>, Steps, false> {
+  using type = typename with_step<
+      Table, where_node<C, A, B, P, Q>,
+      scheduled_steps_t<Table, Q, scheduled_steps_t<Table, P, scheduled_steps_t<Table, B, scheduled_steps_t<Table, A, Steps>>>>>::type;
 };
 
 // Calls f(std::index_sequence<I...>{}) on 0 .. Count - 1 in order, in runs of at most

@@ -35,7 +35,7 @@ struct expression_elementwise_loss : elementwise_loss_base<expression_elementwis
 // In device code a sample loss of more than this many scheduled nodes is called, not
 // inlined: each training kernel that computes the loss (up to three in one program)
 // would otherwise carry its own copy through nvcc's optimizer, which took about 12 s a
-// copy at 64 outputs (576 nodes; the whole build 74 s inlined, 39 s called). The call
+// copy at 64 outputs (580 nodes; the whole build 74 s inlined, 39 s called). The call
 // costs run time: a 2-64-32 cross-entropy fit, whose step is mostly the loss, ran
 // 7-11 % slower with it (H100; docs/performance.md, 2026-12-06 late), so losses of up
 // to 512 nodes (the README's cross-entropy up to 56 classes) stay inlined. The CPU's
