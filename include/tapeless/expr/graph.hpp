@@ -68,41 +68,53 @@ struct append<T, type_list<Ts...>> { using type = type_list<Ts..., T>; };
 inline constexpr std::uint64_t mix_hash(std::uint64_t h, std::uint64_t v) {  // a step of FNV-1a, by words
   return (h ^ v) * 0x100000001b3ull;
 }
+inline constexpr std::uint64_t hash_seed = 0xcbf29ce484222325ull;
 
-// A type's identity as a value: the address of its own `key` (one object per type, so
-// equal addresses mean equal types), and a hash of its structure (its kind, variable
-// index or literal value, and its children's hashes) that says where in a node_table to
-// look for that address, so a lookup is no search of the whole table (clang stops a
-// constant evaluation after a million steps: a search made a 128-output sample loss's
-// schedule fail there). Unequal types may share a hash (sin(x) and cos(x) do); the
-// addresses tell them apart. Each type's hash is computed once, from its children's.
+// An operation's hash (sin_fn, add_op, less_op, ...): its name, as the compiler spells
+// it in this function's. Operations are small types, so the name is short.
+template <class Op>
+constexpr std::uint64_t operation_hash() {
+  std::uint64_t h = hash_seed;
+  for (const char* c = __PRETTY_FUNCTION__; *c != 0; ++c) h = mix_hash(h, static_cast<unsigned char>(*c));
+  return h;
+}
+
+// A type's identity as values: the address of its own `key` (one object per type, so
+// equal addresses mean equal types), and a hash of its structure (its kind, operation,
+// variable index or literal value, and its children's hashes), computed once per type
+// from its children's. A node_table finds a type by its hash, without a search of the
+// whole table (clang stops a constant evaluation after a million steps: a search made a
+// 128-output sample loss's schedule fail there), and compares addresses only where the
+// hashes are equal, i.e. in practice only a type's address with itself: g++ with
+// -fsanitize=undefined refuses to compare two distinct objects' addresses in a constant
+// expression, and a true hash collision would then stop the build, never mix two types.
 template <class T> struct identity_of {
   static constexpr char key = 0;
-  static constexpr std::uint64_t hash = 0xcbf29ce484222325ull;
+  static constexpr std::uint64_t hash = hash_seed;
 };
 template <std::size_t I> struct identity_of<variable<I>> {
   static constexpr char key = 0;
-  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 1), I);
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(hash_seed, 1), I);
 };
 template <auto V> struct identity_of<literal<V>> {
   static constexpr char key = 0;
   static constexpr double v = literal<V>::value;
-  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 2),
-                                                 v > -1e15 && v < 1e15 ? std::uint64_t(std::int64_t(v * 4096)) : 3);
+  static constexpr std::uint64_t hash =
+      mix_hash(mix_hash(hash_seed, 2), v > -1e15 && v < 1e15 ? std::uint64_t(std::int64_t(v * 4096)) : 3);
 };
 template <class Op, class A> struct identity_of<unary_node<Op, A>> {
   static constexpr char key = 0;
-  static constexpr std::uint64_t hash = mix_hash(mix_hash(0xcbf29ce484222325ull, 4), identity_of<A>::hash);
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(operation_hash<Op>(), 4), identity_of<A>::hash);
 };
 template <class Op, class A, class B> struct identity_of<binary_node<Op, A, B>> {
   static constexpr char key = 0;
   static constexpr std::uint64_t hash =
-      mix_hash(mix_hash(mix_hash(0xcbf29ce484222325ull, 5), identity_of<A>::hash), identity_of<B>::hash);
+      mix_hash(mix_hash(mix_hash(operation_hash<Op>(), 5), identity_of<A>::hash), identity_of<B>::hash);
 };
 template <class C, class A, class B, class P, class Q> struct identity_of<where_node<C, A, B, P, Q>> {
   static constexpr char key = 0;
   static constexpr std::uint64_t hash = mix_hash(
-      mix_hash(mix_hash(mix_hash(mix_hash(0xcbf29ce484222325ull, 6), identity_of<A>::hash), identity_of<B>::hash),
+      mix_hash(mix_hash(mix_hash(mix_hash(operation_hash<C>(), 6), identity_of<A>::hash), identity_of<B>::hash),
                identity_of<P>::hash),
       identity_of<Q>::hash);
 };
@@ -115,6 +127,7 @@ template <std::size_t Capacity>
 struct node_table {
   static constexpr std::size_t buckets = 2 * Capacity;  // Capacity is a power of two
   const void* keys[Capacity]{};
+  std::uint64_t hashes[Capacity]{};
   std::size_t bucket[buckets]{};
   std::size_t size = 0;
   std::size_t arity = 0;  // largest variable index + 1 (0 when no variable is used)
@@ -130,7 +143,7 @@ struct node_table {
   }
   constexpr std::size_t find(const void* key, std::uint64_t hash) const {
     for (std::size_t b = first_bucket(hash); bucket[b] != 0; b = (b + 1) % buckets)
-      if (keys[bucket[b] - 1] == key) return bucket[b] - 1;
+      if (hashes[bucket[b] - 1] == hash && keys[bucket[b] - 1] == key) return bucket[b] - 1;
     return not_listed;
   }
   constexpr void add(const void* key, std::uint64_t hash) {
@@ -140,7 +153,8 @@ struct node_table {
     }
     std::size_t b = first_bucket(hash);
     while (bucket[b] != 0) b = (b + 1) % buckets;
-    keys[size++] = key;
+    keys[size] = key;
+    hashes[size++] = hash;
     bucket[b] = size;
   }
 };
