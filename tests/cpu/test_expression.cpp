@@ -1,5 +1,8 @@
 // The expression core's structure: sharing, run-time constants, Jacobians, Hessians.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "../support/expect_ad.hpp"
 
@@ -18,7 +21,7 @@ auto nested(const Y& y) {
 TEST(Sharing, ScheduleGrowsLinearlyAndValuesAreRight) {
   constexpr int depth = 48;  // 2^48 tree paths: only sharing makes this finish
   const auto f = nested<depth>(tl::var<0>);
-  static_assert(tl::graph::schedule_t<decltype(f)>::size == 3 * depth + 1);
+  static_assert(tl::graph::schedule_size<decltype(f)> == 3 * depth + 1);
   double y = 0.9, dy = 1.0;
   for (int k = 0; k < depth; ++k) {
     dy *= std::cos(y) * std::cos(y) - std::sin(y) * std::sin(y);
@@ -72,6 +75,53 @@ TEST(Sharing, SubexpressionUsedTwice) {
   tl_test::expect_ad([](auto x, auto y) { auto t = x * y; return tl::sin(t) + t * t; },
                      [](const std::array<double, 2>& p) { double t = p[0] * p[1]; return std::sin(t) + t * t; },
                      std::array{0.7, -1.3});
+}
+
+// The schedule finds a type by a hash of its structure and operation; types of the same
+// shape (sin(x), cos(x), exp(x); x + y, x * y) must stay apart.
+TEST(Sharing, TypesWithTheSameStructureStayDistinct) {
+  const auto x = tl::var<0>;
+  const auto y = tl::var<1>;
+  const auto f = tl::sin(x) * tl::cos(x) + tl::exp(x) + (x + y) * (x * y);
+  using sin_t = decltype(tl::sin(tl::var<0>));
+  using cos_t = decltype(tl::cos(tl::var<0>));
+  static_assert(tl::graph::identity_of<sin_t>::hash != tl::graph::identity_of<cos_t>::hash);
+  static_assert(tl::graph::schedule_size<decltype(f)> == 11);  // x, y, sin, cos, *, exp, +, x+y, x*y, *, +
+  tl_test::expect_ad([](auto x, auto y) { return tl::sin(x) * tl::cos(x) + tl::exp(x) + (x + y) * (x * y); },
+                     [](const std::array<double, 2>& p) {
+                       return std::sin(p[0]) * std::cos(p[0]) + std::exp(p[0]) + (p[0] + p[1]) * (p[0] * p[1]);
+                     },
+                     std::array{0.7, -1.3});
+}
+
+// Two types whose hashes collide are told apart by their keys (checked at run time:
+// g++ with -fsanitize=undefined refuses to compare distinct addresses at compile time).
+TEST(Sharing, NodeTableSeparatesEqualHashes) {
+  tl::graph::node_table<4> table{};
+  const char a = 0, b = 0, c = 0;
+  table.add(&a, 7);
+  table.add(&b, 7);
+  EXPECT_EQ(table.find(&a, 7), 0u);
+  EXPECT_EQ(table.find(&b, 7), 1u);
+  EXPECT_EQ(table.find(&c, 7), tl::graph::not_listed);
+  EXPECT_EQ(table.find(&a, 8), tl::graph::not_listed);
+}
+
+// Equal hashes of distinct types must be as rare as chance: g++ under
+// -fsanitize=undefined stops the build at one (it refuses to compare the two keys at
+// compile time). Each level of nested<> combines two hashes of the level below, which
+// a weak combine step (FNV-1a by words) made collide from 35 levels on.
+TEST(Sharing, NodeHashesOfASharedChainAreDistinct) {
+  const auto& table = *tl::graph::schedule_table<decltype(nested<200>(tl::var<0>))>;
+  ASSERT_EQ(table.size, 3u * 200 + 1);
+  std::vector<std::uint64_t> hashes(table.hashes, table.hashes + table.size);
+  std::sort(hashes.begin(), hashes.end());
+  EXPECT_EQ(std::adjacent_find(hashes.begin(), hashes.end()), hashes.end());
+  // Literals: the value's type and all its bits.
+  using tl::graph::identity_of;
+  EXPECT_NE(identity_of<tl::literal<1>>::hash, identity_of<tl::literal<1.0>>::hash);
+  EXPECT_NE(identity_of<tl::literal<0.1>>::hash, identity_of<tl::literal<0.1 + 1e-16>>::hash);
+  EXPECT_NE(identity_of<tl::literal<0.0>>::hash, identity_of<tl::literal<-0.0>>::hash);
 }
 
 TEST(RuntimeConstants, SameTypeDifferentValuesStayDistinct) {

@@ -99,6 +99,20 @@ TEST(GpuLayers, LambdaActivationsAndLossesMatchCpu) {
   }
 }
 
+// A sample loss over 60 outputs (544 scheduled nodes): device code calls it out of line
+// (nn/expression_loss.hpp, inlined_sample_loss_nodes).
+TEST(GpuLayers, LargeSampleLossCalledOutOfLineMatchesCpu) {
+  const auto model = tl::chain(tl::dense<3, 8>(tl::tanh), tl::dense<8, 60>());
+  const auto softmax_ce = tl::sample_loss<60>(
+      [](const auto& yhat, const auto& y) { return tl::logsumexp(yhat) * tl::sum(y) - tl::dot(y, yhat); });
+  static_assert(tl::graph::schedule_size<std::remove_cvref_t<decltype(softmax_ce.expr_.get())>> >
+                tl::inlined_sample_loss_nodes);
+  for (std::size_t batch : {1u, 37u, 5000u}) {
+    expect_gpu_equals_cpu<float>(model, softmax_ce, batch, 15);
+    expect_gpu_equals_cpu<double>(model, softmax_ce, batch, 16);
+  }
+}
+
 TEST(GpuLayers, LayerNormAndSkipMatchCpu) {
   for (std::size_t batch : {1u, 65u, 3000u}) {
     expect_gpu_equals_cpu<float>(mixed_model(), tl::mse, batch, 5);

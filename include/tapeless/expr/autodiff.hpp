@@ -37,7 +37,7 @@ constexpr bool check_point() {
 
 template <class Expr, std::size_t N>
 constexpr void check_arity() {
-  static_assert(graph::arity<graph::schedule_t<Expr>>::value <= N,
+  static_assert(graph::arity<Expr> <= N,
                 "tapeless: the expression uses a variable index past the end of the point");
 }
 

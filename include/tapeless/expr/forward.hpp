@@ -70,17 +70,18 @@ TL_HD TL_INLINE void tangent_step(T* value, T* tangent, const T*, graph::where_s
 // Seed: the derivative with respect to variable Seed.
 template <class Expr, class T, std::size_t Seed>
 class tangent_sweep {
-  using schedule = graph::schedule_t<Expr>;
-  static constexpr std::size_t slots = schedule::size;
+  static constexpr auto table = graph::schedule_table<Expr>;
+  static constexpr std::size_t slots = graph::schedule_size<Expr>;
   template <class Node>
-  using slot_of = graph::index_of<Node, schedule>;
+  using slot_of = graph::slot_in<table, Node>;
 
  public:
   TL_HD TL_INLINE static value_tangent<T> run(const Expr& expr, const T* point) {
     std::array<T, slots> value{}, tangent{};
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (tangent_step<Seed>(value.data(), tangent.data(), point, graph::step_at<I, schedule>{}, I), ...);
-    }(std::make_index_sequence<slots>{});
+    using steps = graph::schedule_steps<Expr>;
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
+      (tangent_step<Seed>(value.data(), tangent.data(), point, graph::type_at<I, steps>{}, I), ...);
+    });
     return eval(expr, value, tangent);
   }
 

@@ -69,17 +69,19 @@ TL_HD TL_INLINE void backward_step(T* adjoint, const std::array<T, 2>* partial, 
 
 // An adjoint by slot; 0 for a variable the expression does not use.
 template <class T, std::size_t S>
-TL_HD TL_INLINE T adjoint_at(const T* adjoint, std::integral_constant<std::size_t, S>) { return adjoint[S]; }
-template <class T>
-TL_HD TL_INLINE T adjoint_at(const T*, graph::not_listed) { return T(0); }
+TL_HD TL_INLINE T adjoint_at(const T* adjoint, std::integral_constant<std::size_t, S>) {
+  if constexpr (S == graph::not_listed) return T(0);
+  else return adjoint[S];
+}
 
 template <class Expr, class T, std::size_t N>
 class reverse_sweep {
-  using schedule = graph::schedule_t<Expr>;
-  static constexpr std::size_t slots = schedule::size;
+  static constexpr auto table = graph::schedule_table<Expr>;
+  using steps = graph::schedule_steps<Expr>;
+  static constexpr std::size_t slots = graph::schedule_size<Expr>;
 
   template <class Node>
-  using slot_of = graph::index_of<Node, schedule>;
+  using slot_of = graph::slot_in<table, Node>;
 
  public:
   std::array<T, slots> value{};
@@ -90,9 +92,9 @@ class reverse_sweep {
   // with the point's type as a template parameter, g++ 12's compile time grew
   // exponentially with the depth of a shared expression.)
   TL_HD TL_INLINE void forward(const T* point) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (forward_step(value.data(), partial.data(), point, graph::step_at<I, schedule>{}, I), ...);
-    }(std::make_index_sequence<slots>{});
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
+      (forward_step(value.data(), partial.data(), point, graph::type_at<I, steps>{}, I), ...);
+    });
   }
 
   // Value of the whole expression plus adjoints of every shareable node.
@@ -100,9 +102,9 @@ class reverse_sweep {
     forward(point);
     up<0>(expr);
     down<0>(expr, T(1));
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (backward_step(adjoint.data(), partial.data(), graph::step_at<slots - 1 - I, schedule>{}, slots - 1 - I), ...);
-    }(std::make_index_sequence<slots>{});
+    graph::for_each_run<slots>([&]<std::size_t... I>(std::index_sequence<I...>) {
+      (backward_step(adjoint.data(), partial.data(), graph::type_at<slots - 1 - I, steps>{}, slots - 1 - I), ...);
+    });
     return top_value[0];
   }
 
@@ -112,7 +114,7 @@ class reverse_sweep {
   template <std::size_t Count = N, class F>
   TL_HD TL_INLINE void each_variable_adjoint(F&& f) const {
     [&]<std::size_t... V>(std::index_sequence<V...>) {
-      (f(V, adjoint_at(adjoint.data(), typename graph::slot_if_listed<variable<V>, schedule>::type{})), ...);
+      (f(V, adjoint_at(adjoint.data(), slot_of<variable<V>>{})), ...);
     }(std::make_index_sequence<Count>{});
   }
 

@@ -32,6 +32,16 @@ struct expression_elementwise_loss : elementwise_loss_base<expression_elementwis
   }
 };
 
+// In device code a sample loss of more than this many scheduled nodes is called, not
+// inlined: each training kernel that computes the loss (up to three in one program)
+// would otherwise carry its own copy through nvcc's optimizer, which took about 12 s a
+// copy at 64 outputs (580 nodes; the whole build 74 s inlined, 39 s called). The call
+// costs run time: a 2-64-32 cross-entropy fit, whose step is mostly the loss, ran
+// 7-11 % slower with it (H100; docs/performance.md, 2026-12-06 late), so losses of up
+// to 512 nodes (the README's cross-entropy up to 56 classes) stay inlined. The CPU's
+// lane loops always inline.
+inline constexpr std::size_t inlined_sample_loss_nodes = 512;
+
 template <std::size_t N, class Expr>
 struct expression_sample_loss {
   detail::child<Expr, 0> expr_;
@@ -39,6 +49,19 @@ struct expression_sample_loss {
   template <std::size_t Outputs, std::size_t K, class T>
   TL_HD TL_INLINE void group(const T* yhat, const T* y, T* dyhat, T* loss) const {
     static_assert(Outputs == N, "tapeless::sample_loss<N>: N must equal the model's number of outputs");
+    if constexpr (TL_ON_DEVICE && graph::schedule_size<Expr> > inlined_sample_loss_nodes)
+      group_called<K>(yhat, y, dyhat, loss);
+    else
+      group_inlined<K>(yhat, y, dyhat, loss);
+  }
+
+ private:
+  template <std::size_t K, class T>
+  TL_HD __attribute__((noinline)) void group_called(const T* yhat, const T* y, T* dyhat, T* loss) const {
+    group_inlined<K>(yhat, y, dyhat, loss);
+  }
+  template <std::size_t K, class T>
+  TL_HD TL_INLINE void group_inlined(const T* yhat, const T* y, T* dyhat, T* loss) const {
     for (std::size_t k = 0; k < K; ++k) {
       T point[2 * N];
       for (std::size_t n = 0; n < N; ++n) {
