@@ -201,7 +201,8 @@ constexpr void schedule_into(node_table<Capacity>& table, type_list<Children...>
     if (table.find(&identity_of<Node>::key, identity_of<Node>::hash) != not_listed) return;
   (schedule_into<Children>(table, typename children_of<Children>::type{}), ...);
   if constexpr (is_shareable_v<Node>) table.add(&identity_of<Node>::key, identity_of<Node>::hash);
-  if (variables_below<Node> > table.arity) table.arity = variables_below<Node>;
+  if constexpr (variables_below<Node> != 0)  // (nvcc warns of `0 > arity`, with the whole type)
+    if (variables_below<Node> > table.arity) table.arity = variables_below<Node>;
 }
 // Larger tables for larger graphs, up to 2^22 shareable types.
 template <class Expr, std::size_t Capacity = 256>
