@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <vector>
 
 #include "../../examples/seed_fit.hpp"
@@ -91,6 +92,36 @@ int main(int argc, char** argv) {
   tl::fit(s, tl::mse, x, y, seed_fit::epochs, graph);  // captures the graph once
   std::printf("tapeless_gpu_per_step_graph_us %.3f\n",
               median_us_per_step(repetitions, reset, [&] { tl::fit(s, tl::mse, x, y, seed_fit::epochs, graph); }));
+  {  // Shuffled mini-batches of 256 of 10^5 samples on the device, a cut before each step:
+     // a new matrix from host indices (samples), or into reused matrices from an
+     // epoch's order uploaded once (samples_into), against steps on one fixed batch.
+    const auto big = seed_fit::make_data(5, 100000);
+    const auto bx = tl::to_device(big.x), by = tl::to_device(big.y);
+    tl::rng gen(3);
+    const std::vector<std::size_t> order = gen.permutation(big.x.batch());
+    const tl::device_indices device_order(order);
+    const std::size_t mb = 256;
+    const auto fixed_x = bx.samples(0, mb), fixed_y = by.samples(0, mb);
+    tl::device_matrix xb, yb;
+    const auto host_batch = [&](std::size_t e) { return std::span<const std::size_t>(order).subspan(e * mb, mb); };
+    const double fixed = median_us_per_step(repetitions, reset, [&] {
+      for (std::size_t e = 0; e < seed_fit::epochs; ++e) tl::train_step(s, tl::mse, fixed_x, fixed_y);
+    });
+    const double cut = median_us_per_step(repetitions, reset, [&] {
+      for (std::size_t e = 0; e < seed_fit::epochs; ++e)
+        tl::train_step(s, tl::mse, bx.samples(host_batch(e)), by.samples(host_batch(e)));
+    });
+    const double cut_into = median_us_per_step(repetitions, reset, [&] {
+      for (std::size_t e = 0; e < seed_fit::epochs; ++e) {
+        bx.samples_into(xb, device_order, e * mb, mb);
+        by.samples_into(yb, device_order, e * mb, mb);
+        tl::train_step(s, tl::mse, xb, yb);
+      }
+    });
+    std::printf("tapeless_gpu_minibatch256_fixed_us %.3f\n", fixed);
+    std::printf("tapeless_gpu_minibatch256_samples_us %.3f\n", cut);
+    std::printf("tapeless_gpu_minibatch256_samples_into_us %.3f\n", cut_into);
+  }
   std::printf("(medians of %d runs of 300 steps, CUDA events; final loss %.5f)\n", repetitions,
               double(final_loss));
 }

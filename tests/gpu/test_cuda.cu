@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -244,6 +245,55 @@ TEST(DeviceMatrix, SamplesMatchTheHostsAndTrainLikeTheCpu) {
     const auto batch = std::span<const std::size_t>(order).subspan(first, std::min<std::size_t>(64, order.size() - first));
     const float expected = tl::train_step(cpu, tl::mse, data.x.samples(batch), data.y.samples(batch));
     EXPECT_NEAR(tl::train_step(gpu, tl::mse, dx.samples(batch), dy.samples(batch)).get(), expected, 1e-5f * expected);
+  }
+  EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-5);
+}
+
+// A mini-batch loop's cut: an epoch's order uploaded once, each step's samples into
+// matrices reused across steps. Equal to the host's cuts, no reallocation once sized,
+// errors that leave `out` as it was, and a loop of train_steps that follows the CPU's.
+TEST(DeviceMatrix, SamplesIntoReusesMemoryAndTrainsLikeTheCpu) {
+  const auto data = seed_fit::make_data(11, 301);
+  const auto dx = tl::to_device(data.x), dy = tl::to_device(data.y);
+  tl::rng gen(2);
+  const std::vector<std::size_t> order = gen.permutation(301);
+  const tl::device_indices device_order(order);
+  EXPECT_EQ(device_order.size(), 301u);
+  EXPECT_EQ(device_order.bound, 301u);
+  tl::device_matrix xb, yb;
+  dx.samples_into(xb, device_order, 64, 64);
+  const auto subset = std::span<const std::size_t>(order).subspan(64, 64);
+  EXPECT_EQ(tl::to_host(xb), data.x.samples(subset));
+  const float* storage = xb.data();
+  dx.samples_into(xb, device_order, 128, 64);  // the same size again: the same memory
+  EXPECT_EQ(xb.data(), storage);
+  EXPECT_EQ(tl::to_host(xb), data.x.samples(std::span<const std::size_t>(order).subspan(128, 64)));
+  dx.samples_into(xb, device_order, 300, 1);  // smaller: the last sample alone
+  EXPECT_EQ(xb.batch(), 1u);
+  EXPECT_EQ(tl::to_host(xb), data.x.samples(std::span<const std::size_t>(order).subspan(300, 1)));
+  dx.samples_into(xb, device_order, 301, 0);
+  EXPECT_EQ(xb.batch(), 0u);
+  // Errors: the range, an index beyond the matrix, the matrix itself as `out`.
+  dx.samples_into(xb, device_order, 0, 31);
+  const auto before = tl::to_host(xb);
+  EXPECT_THROW(dx.samples_into(xb, device_order, 290, 12), tl::shape_error);
+  EXPECT_THROW(dx.samples_into(xb, device_order, 302, 0), tl::shape_error);
+  const auto small = tl::to_device(data.x.samples(0, 200));
+  EXPECT_THROW(small.samples_into(xb, device_order, 0, 10), tl::shape_error);  // order holds sample 300
+  auto self = dx;
+  EXPECT_THROW(self.samples_into(self, device_order, 0, 10), std::invalid_argument);
+  EXPECT_EQ(tl::to_host(xb), before);
+  EXPECT_EQ(tl::to_host(self), data.x);
+  // Training on the cuts, steps of 64 and a last one of 45, as on the CPU.
+  tl::train_state cpu(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  auto gpu = tl::to_device(cpu, tl::default_device());
+  for (std::size_t first = 0; first < order.size(); first += 64) {
+    const std::size_t count = std::min<std::size_t>(64, order.size() - first);
+    const auto batch = std::span<const std::size_t>(order).subspan(first, count);
+    const float expected = tl::train_step(cpu, tl::mse, data.x.samples(batch), data.y.samples(batch));
+    dx.samples_into(xb, device_order, first, count);
+    dy.samples_into(yb, device_order, first, count);
+    EXPECT_NEAR(tl::train_step(gpu, tl::mse, xb, yb).get(), expected, 1e-5f * expected);
   }
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-5);
 }

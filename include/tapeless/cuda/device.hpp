@@ -7,9 +7,12 @@
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+#include <thrust/system/cuda/execution_policy.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include "tapeless/cuda/errors.hpp"
@@ -70,6 +73,21 @@ inline device cuda_device(int index = 0) {
 // The GPU when one is usable, else the CPU.
 inline device default_device() { return cuda_device_count() > 0 ? cuda_device(0) : cpu_device(); }
 
+// Sample indices held on the device, uploaded once and cut from many times: an
+// epoch's shuffled order (`tl::device_indices order(gen.permutation(n))`), from which
+// each step's mini-batch is `x.samples_into(xb, order, first, count)`. Their bound
+// (largest index + 1) is found on the host at upload, so a cut checks its indices
+// without reading device memory.
+struct device_indices {
+  thrust::device_vector<std::size_t> values;
+  std::size_t bound = 0;
+  device_indices() = default;
+  explicit device_indices(std::span<const std::size_t> host)
+      : values(host.begin(), host.end()),
+        bound(host.empty() ? 0 : *std::max_element(host.begin(), host.end()) + 1) {}
+  std::size_t size() const { return values.size(); }
+};
+
 // A batch in GPU memory, same layout as tl::basic_matrix: (features, batch),
 // sample-major. tl::device_matrix holds floats.
 template <class T>
@@ -82,9 +100,17 @@ struct basic_device_matrix {
   const T* data() const { return thrust::raw_pointer_cast(values.data()); }
   T* data() { return thrust::raw_pointer_cast(values.data()); }
   // Mini-batches, as tl::basic_matrix::samples: samples [first, first + count), or the
-  // samples at the host's `indices` in their order, copied on the device.
+  // samples at the host's `indices` in their order, copied on the device. Each call
+  // allocates its result and uploads the indices (about 40 µs: docs/performance.md).
   basic_device_matrix samples(std::size_t first, std::size_t count) const;
   basic_device_matrix samples(std::span<const std::size_t> indices) const;
+  // The samples at indices[first, first + count) into `out`, reusing its memory (no
+  // allocation once it has held as many values) and without waiting for the GPU: the
+  // mini-batch loop's cut. Throws shape_error when the range is outside `indices` or
+  // an index is not a sample of this matrix, std::invalid_argument when `out` is this
+  // matrix; `out` is unchanged then.
+  void samples_into(basic_device_matrix& out, const device_indices& indices, std::size_t first,
+                    std::size_t count) const;
 };
 
 namespace detail {
@@ -101,21 +127,38 @@ struct gathered_value_index {
 template <class T>
 basic_device_matrix<T> basic_device_matrix<T>::samples(std::size_t first, std::size_t count) const {
   detail::check_sample_range("device_matrix::samples", first, count, sample_count);
-  basic_device_matrix out{rows, count, thrust::device_vector<T>(rows * count)};
-  thrust::copy_n(values.begin() + std::ptrdiff_t(first * rows), rows * count, out.values.begin());
-  return out;
+  const auto begin = values.begin() + std::ptrdiff_t(first * rows);
+  return {rows, count, thrust::device_vector<T>(begin, begin + std::ptrdiff_t(rows * count))};
 }
 template <class T>
 basic_device_matrix<T> basic_device_matrix<T>::samples(std::span<const std::size_t> indices) const {
   detail::check_sample_indices("device_matrix::samples", indices, sample_count);
-  basic_device_matrix out{rows, indices.size(), thrust::device_vector<T>(rows * indices.size())};
-  if (out.values.empty()) return out;
-  const thrust::device_vector<std::size_t> on_device(indices.begin(), indices.end());
+  basic_device_matrix out{rows, 0, {}};
+  if (indices.empty()) return out;
+  samples_into(out, device_indices(indices), 0, indices.size());
+  return out;
+}
+template <class T>
+void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device_indices& indices, std::size_t first,
+                                          std::size_t count) const {
+  if (&out == this) throw std::invalid_argument("tapeless::device_matrix::samples_into: `out` is the matrix cut from");
+  if (first > indices.size() || count > indices.size() - first)
+    throw shape_error("tapeless::device_matrix::samples_into: indices [" + std::to_string(first) + ", " +
+                      std::to_string(first) + " + " + std::to_string(count) + ") of " +
+                      std::to_string(indices.size()) + " device indices");
+  if (indices.bound > sample_count)
+    throw shape_error("tapeless::device_matrix::samples_into: the device indices hold sample " +
+                      std::to_string(indices.bound - 1) + ", the matrix has " + std::to_string(sample_count) +
+                      " samples");
+  out.values.resize(rows * count);  // first, so that a failed allocation leaves out's shape as it was
+  out.rows = rows;
+  out.sample_count = count;
+  if (count == 0) return;
   const auto map = thrust::make_transform_iterator(
       thrust::counting_iterator<std::size_t>(0),
-      detail::gathered_value_index{thrust::raw_pointer_cast(on_device.data()), rows});
-  thrust::gather(map, map + std::ptrdiff_t(out.values.size()), values.begin(), out.values.begin());
-  return out;
+      detail::gathered_value_index{thrust::raw_pointer_cast(indices.values.data()) + first, rows});
+  thrust::gather(thrust::cuda::par_nosync, map, map + std::ptrdiff_t(rows * count), values.begin(), out.values.begin());
+  TL_CUDA_CHECK(cudaGetLastError());
 }
 using device_matrix = basic_device_matrix<float>;
 
