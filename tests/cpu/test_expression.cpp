@@ -107,6 +107,13 @@ TEST(Sharing, NodeTableSeparatesEqualHashes) {
   EXPECT_EQ(table.find(&a, 8), tl::graph::not_listed);
 }
 
+// Literals of distinct types whose values are one double: a class type, an enum.
+struct half_of {
+  int n, d;
+  constexpr operator double() const { return double(n) / d; }
+};
+enum class huge : unsigned long long { p = 1ull << 60, q = (1ull << 60) + 1 };
+
 // Equal hashes of distinct types must be as rare as chance: g++ under
 // -fsanitize=undefined stops the build at one (it refuses to compare the two keys at
 // compile time). Each level of nested<> combines two hashes of the level below, which
@@ -122,6 +129,9 @@ TEST(Sharing, NodeHashesOfASharedChainAreDistinct) {
   EXPECT_NE(identity_of<tl::literal<1>>::hash, identity_of<tl::literal<1.0>>::hash);
   EXPECT_NE(identity_of<tl::literal<0.1>>::hash, identity_of<tl::literal<0.1 + 1e-16>>::hash);
   EXPECT_NE(identity_of<tl::literal<0.0>>::hash, identity_of<tl::literal<-0.0>>::hash);
+  EXPECT_NE(identity_of<tl::literal<1.0L>>::hash, identity_of<tl::literal<1.0L + 1e-18L>>::hash);  // one double
+  EXPECT_NE(identity_of<tl::literal<half_of{1, 2}>>::hash, identity_of<tl::literal<half_of{2, 4}>>::hash);
+  EXPECT_NE(identity_of<tl::literal<huge::p>>::hash, identity_of<tl::literal<huge::q>>::hash);
 }
 
 TEST(RuntimeConstants, SameTypeDifferentValuesStayDistinct) {

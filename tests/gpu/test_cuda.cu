@@ -259,7 +259,9 @@ TEST(DeviceMatrix, SamplesIntoReusesMemoryAndTrainsLikeTheCpu) {
   const std::vector<std::size_t> order = gen.permutation(301);
   const tl::device_indices device_order(order);
   EXPECT_EQ(device_order.size(), 301u);
-  EXPECT_EQ(device_order.bound, 301u);
+  EXPECT_EQ(device_order.largest(), 300u);
+  EXPECT_TRUE(device_order.all_below(301));
+  EXPECT_FALSE(device_order.all_below(300));
   tl::device_matrix xb, yb;
   dx.samples_into(xb, device_order, 64, 64);
   const auto subset = std::span<const std::size_t>(order).subspan(64, 64);
@@ -280,6 +282,8 @@ TEST(DeviceMatrix, SamplesIntoReusesMemoryAndTrainsLikeTheCpu) {
   EXPECT_THROW(dx.samples_into(xb, device_order, 302, 0), tl::shape_error);
   const auto small = tl::to_device(data.x.samples(0, 200));
   EXPECT_THROW(small.samples_into(xb, device_order, 0, 10), tl::shape_error);  // order holds sample 300
+  const std::vector<std::size_t> with_sentinel{0, std::size_t(-1)};  // largest + 1 would wrap to 0
+  EXPECT_THROW(dx.samples_into(xb, tl::device_indices(with_sentinel), 0, 1), tl::shape_error);
   auto self = dx;
   EXPECT_THROW(self.samples_into(self, device_order, 0, 10), std::invalid_argument);
   EXPECT_EQ(tl::to_host(xb), before);

@@ -7,6 +7,7 @@
 #include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
+#include <thrust/system_error.h>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include <algorithm>
@@ -75,17 +76,23 @@ inline device default_device() { return cuda_device_count() > 0 ? cuda_device(0)
 
 // Sample indices held on the device, uploaded once and cut from many times: an
 // epoch's shuffled order (`tl::device_indices order(gen.permutation(n))`), from which
-// each step's mini-batch is `x.samples_into(xb, order, first, count)`. Their bound
-// (largest index + 1) is found on the host at upload, so a cut checks its indices
-// without reading device memory.
-struct device_indices {
-  thrust::device_vector<std::size_t> values;
-  std::size_t bound = 0;
+// each step's mini-batch is `x.samples_into(xb, order, first, count)`. The largest is
+// found on the host at upload, so a cut checks its indices without reading the device;
+// the values are read-only for that reason.
+class device_indices {
+ public:
   device_indices() = default;
   explicit device_indices(std::span<const std::size_t> host)
-      : values(host.begin(), host.end()),
-        bound(host.empty() ? 0 : *std::max_element(host.begin(), host.end()) + 1) {}
-  std::size_t size() const { return values.size(); }
+      : values_(host.begin(), host.end()), largest_(host.empty() ? 0 : *std::max_element(host.begin(), host.end())) {}
+  std::size_t size() const { return values_.size(); }
+  const thrust::device_vector<std::size_t>& values() const { return values_; }
+  // Whether every index names one of `samples` samples.
+  bool all_below(std::size_t samples) const { return values_.empty() || largest_ < samples; }
+  std::size_t largest() const { return largest_; }  // 0 when empty
+
+ private:
+  thrust::device_vector<std::size_t> values_;
+  std::size_t largest_ = 0;
 };
 
 // A batch in GPU memory, same layout as tl::basic_matrix: (features, batch),
@@ -108,7 +115,9 @@ struct basic_device_matrix {
   // allocation once it has held as many values) and without waiting for the GPU: the
   // mini-batch loop's cut. Throws shape_error when the range is outside `indices` or
   // an index is not a sample of this matrix, std::invalid_argument when `out` is this
-  // matrix; `out` is unchanged then.
+  // matrix, and `out` is unchanged then; a CUDA failure is a cuda_error, after which
+  // `out` holds the new shape and unspecified values. Enqueued on the default stream,
+  // as train_step, apply and evaluate_loss are (fit waits for it: docs/api.md).
   void samples_into(basic_device_matrix& out, const device_indices& indices, std::size_t first,
                     std::size_t count) const;
 };
@@ -146,9 +155,9 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
     throw shape_error("tapeless::device_matrix::samples_into: indices [" + std::to_string(first) + ", " +
                       std::to_string(first) + " + " + std::to_string(count) + ") of " +
                       std::to_string(indices.size()) + " device indices");
-  if (indices.bound > sample_count)
+  if (!indices.all_below(sample_count))
     throw shape_error("tapeless::device_matrix::samples_into: the device indices hold sample " +
-                      std::to_string(indices.bound - 1) + ", the matrix has " + std::to_string(sample_count) +
+                      std::to_string(indices.largest()) + ", the matrix has " + std::to_string(sample_count) +
                       " samples");
   out.values.resize(rows * count);  // first, so that a failed allocation leaves out's shape as it was
   out.rows = rows;
@@ -156,9 +165,13 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
   if (count == 0) return;
   const auto map = thrust::make_transform_iterator(
       thrust::counting_iterator<std::size_t>(0),
-      detail::gathered_value_index{thrust::raw_pointer_cast(indices.values.data()) + first, rows});
-  thrust::gather(thrust::cuda::par_nosync, map, map + std::ptrdiff_t(rows * count), values.begin(), out.values.begin());
-  TL_CUDA_CHECK(cudaGetLastError());
+      detail::gathered_value_index{thrust::raw_pointer_cast(indices.values().data()) + first, rows});
+  try {
+    thrust::gather(thrust::cuda::par_nosync, map, map + std::ptrdiff_t(rows * count), values.begin(),
+                   out.values.begin());
+  } catch (const thrust::system_error& e) {  // tapeless reports CUDA failures as cuda_error
+    throw cuda_error(cudaError_t(e.code().value()), std::string("tapeless::device_matrix::samples_into: ") + e.what());
+  }
 }
 using device_matrix = basic_device_matrix<float>;
 

@@ -222,6 +222,8 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   fit_result result;
   if (s.history.size() < epochs) s.history.resize(epochs);
   const long first_step = s.step;
+  // Synchronous on the default stream: it also waits for what was enqueued there
+  // before (a samples_into cut), which the graphs' own stream would not.
   thrust::fill(s.failed.begin(), s.failed.end(), -1L);
   const auto start = std::chrono::steady_clock::now();
   // A regime or precision the model cannot take is an error at every batch size, before

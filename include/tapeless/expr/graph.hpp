@@ -114,13 +114,17 @@ template <std::size_t I> struct identity_of<variable<I>> {
 };
 template <auto V> struct identity_of<literal<V>> {
   static constexpr char key = 0;
-  // V's type and its exact value: lit<1> and lit<1.0>, or two values that round alike,
-  // are distinct types and must not share a hash (see mix_hash).
+  // The literal's whole spelling (its value's type and value, as the compiler prints
+  // them: `Frac{1, 2}`, a long double's 21 digits) and, for integers and enums, the
+  // value itself, else the bits of its double: two distinct literals must not share a
+  // hash (see mix_hash), and lit<1> and lit<1.0>, or two long doubles that round to
+  // one double, are distinct types.
   static constexpr std::uint64_t bits = [] {
-    if constexpr (std::is_integral_v<decltype(V)>) return static_cast<std::uint64_t>(V);
+    using value_type = decltype(V);
+    if constexpr (std::is_integral_v<value_type> || std::is_enum_v<value_type>) return static_cast<std::uint64_t>(V);
     else return std::bit_cast<std::uint64_t>(static_cast<double>(V));
   }();
-  static constexpr std::uint64_t hash = mix_hash(mix_hash(operation_hash<decltype(V)>(), 2), bits);
+  static constexpr std::uint64_t hash = mix_hash(mix_hash(operation_hash<literal<V>>(), 2), bits);
 };
 template <class Op, class A> struct identity_of<unary_node<Op, A>> {
   static constexpr char key = 0;
