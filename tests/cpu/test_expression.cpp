@@ -130,7 +130,7 @@ TEST(Sharing, NodeHashesOfASharedChainAreDistinct) {
   EXPECT_NE(identity_of<tl::literal<0.1>>::hash, identity_of<tl::literal<0.1 + 1e-16>>::hash);
   EXPECT_NE(identity_of<tl::literal<0.0>>::hash, identity_of<tl::literal<-0.0>>::hash);
   EXPECT_NE(identity_of<tl::literal<1.0L>>::hash, identity_of<tl::literal<1.0L + 1e-18L>>::hash);  // one double
-  EXPECT_NE(identity_of<tl::literal<half_of{1, 2}>>::hash, identity_of<tl::literal<half_of{2, 4}>>::hash);
+  EXPECT_NE((identity_of<tl::literal<half_of{1, 2}>>::hash), (identity_of<tl::literal<half_of{2, 4}>>::hash));
   EXPECT_NE(identity_of<tl::literal<huge::p>>::hash, identity_of<tl::literal<huge::q>>::hash);
 }
 
