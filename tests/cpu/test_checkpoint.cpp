@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -48,6 +50,60 @@ TEST(Checkpoint, NamesAndShapesArePyTorchs) {
   auto loaded = tl::parameters<std::remove_cvref_t<decltype(model)>>{};
   tl::load(path, loaded);
   EXPECT_EQ(loaded, params);
+}
+
+// A PyTorch model saved in half precision (`model.bfloat16()` or `.half()`) loads into
+// float and double parameters exactly: the same names, the values widened.
+TEST(Checkpoint, HalfPrecisionCheckpointsLoadExactly) {
+  const auto model = mixed_model();
+  using M = std::remove_cvref_t<decltype(model)>;
+  tl::rng gen(5);
+  const auto params = tl::init(model, gen);
+  const auto path = temp_path("full.safetensors");
+  tl::save(path, params);
+  const auto file = tl::load_safetensors(path);
+  for (const tl::dtype half : {tl::dtype::bf16, tl::dtype::f16}) {
+    // Each tensor cut to the half format: bf16, the top 16 bits; f16, the mantissa cut to
+    // 10 bits (values below f16's normal range written as zero; every value is below 2).
+    std::vector<std::vector<std::uint16_t>> bits;
+    std::vector<tl::tensor_view> views;
+    bits.reserve(file.names().size());
+    for (const std::string& name : file.names()) {
+      const auto values = file.values<float>(name, file.at(name).shape);
+      std::vector<std::uint16_t> b(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        std::uint32_t u;
+        std::memcpy(&u, &values[i], 4);
+        if (half == tl::dtype::bf16) {
+          b[i] = std::uint16_t(u >> 16);
+        } else {
+          const std::uint32_t exponent = (u >> 23) & 0xff;
+          b[i] = std::uint16_t(((u >> 16) & 0x8000u) |
+                               (exponent < 113 ? 0u : ((exponent - 112) << 10) | ((u >> 13) & 0x3ffu)));
+        }
+      }
+      bits.push_back(std::move(b));
+      views.push_back({name, half, file.at(name).shape, std::as_bytes(std::span(bits.back()))});
+    }
+    const auto half_path = temp_path("half.safetensors");
+    tl::save_safetensors(half_path, views);
+    tl::parameters<M> loaded;
+    tl::load(half_path, loaded);
+    tl::parameters<M, double> loaded64;
+    tl::load(half_path, loaded64);
+    std::size_t k = 0, changed = 0;
+    for (std::size_t t = 0; t < bits.size(); ++t)
+      for (const std::uint16_t b : bits[t]) {
+        const float expected = half == tl::dtype::bf16 ? tl::detail::bfloat16_bits_to_float(b)
+                                                       : tl::detail::half_bits_to_float(b);
+        EXPECT_EQ(loaded.flat()[k], expected) << k;
+        EXPECT_EQ(loaded64.flat()[k], double(expected)) << k;
+        changed += expected != params.flat()[k];
+        ++k;
+      }
+    EXPECT_EQ(k, M::parameter_count);
+    EXPECT_GT(changed, 0u);  // the file really held rounded values
+  }
 }
 
 template <class T>

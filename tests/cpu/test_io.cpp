@@ -191,14 +191,54 @@ TEST(Safetensors, RejectsInconsistentEntries) {
   expect_rejected(raw_file(dir, "{" + entry("b", "F32", "[2]", "[8,16]") + "}", d16), {"data bytes [0, 8) belong to no tensor"});
 }
 
+// F16 (IEEE binary16) and BF16 widen exactly: normals, the extremes, subnormals,
+// signed zeros; a NaN or infinity is refused with its index unless allowed.
+TEST(Safetensors, HalfPrecisionTensorsWidenExactly) {
+  tl_test::scratch_directory dir;
+  const std::uint16_t f16[] = {0x3c00, 0xc100, 0x3555, 0x7bff, 0x0001, 0x03ff, 0x0400, 0x8000, 0xfbff};
+  const float f16_values[] = {1.0f, -2.5f, 0.333251953125f, 65504.0f, 0x1p-24f, 0x3ffp-24f, 0x1p-14f, -0.0f, -65504.0f};
+  const std::uint16_t bf16[] = {0x3f80, 0xc0a0, 0x7f7f, 0x0001, 0x8000, 0x4049};
+  const float bf16_values[] = {1.0f, -5.0f, 0x1.fep127f, 0x1p-133f, -0.0f, 3.140625f};
+  const auto path = dir / "half.safetensors";
+  tl::save_safetensors(path, std::vector<tl::tensor_view>{
+                                 {"a", tl::dtype::f16, {9}, std::as_bytes(std::span(f16))},
+                                 {"b", tl::dtype::bf16, {2, 3}, std::as_bytes(std::span(bf16))}});
+  const tl::safetensors_file file = tl::load_safetensors(path);
+  const auto a = file.values<float>("a", {9});
+  const auto a64 = file.values<double>("a", {9});
+  for (std::size_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(a[i], f16_values[i]) << i;
+    EXPECT_EQ(std::signbit(a[i]), std::signbit(f16_values[i])) << i;
+    EXPECT_EQ(a64[i], double(f16_values[i])) << i;
+  }
+  const auto b = file.values<float>("b", {2, 3});
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(b[i], bf16_values[i]) << i;
+  EXPECT_TRUE(std::signbit(b[4]));
+  // Non-finite values: refused with the index, or passed through when allowed.
+  const std::uint16_t bad_f16[] = {0x3c00, 0x7c00, 0x7e00};  // 1, +inf, NaN
+  const std::uint16_t bad_bf16[] = {0xff80, 0x3f80};         // -inf, 1
+  const auto bad = dir / "bad.safetensors";
+  tl::save_safetensors(bad, std::vector<tl::tensor_view>{{"a", tl::dtype::f16, {3}, std::as_bytes(std::span(bad_f16))},
+                                                         {"b", tl::dtype::bf16, {2}, std::as_bytes(std::span(bad_bf16))}});
+  const tl::safetensors_file bad_file = tl::load_safetensors(bad);
+  expect_failure<tl::io_error>([&] { (void)bad_file.values<float>("a", {3}); }, {"tensor 'a' holds a NaN or infinity at index 1"});
+  expect_failure<tl::io_error>([&] { (void)bad_file.values<double>("b", {2}); }, {"tensor 'b' holds a NaN or infinity at index 0"});
+  const auto allowed = bad_file.values<float>("a", {3}, tl::non_finite_values::allow);
+  EXPECT_EQ(allowed[1], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(allowed[2]));
+}
+
 // A PyTorch state dict saved as safetensors may hold I64 counters (BatchNorm's
 // num_batches_tracked) and half-precision tensors beside float32 weights: the file loads,
-// the float32 tensors copy out, and only asking for the others is refused, by name.
-TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndOnlyF32AndF64CopyOut) {
+// the floating-point tensors copy out (widened), and only asking for the others is
+// refused, by name.
+TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndFloatsCopyOut) {
   tl_test::scratch_directory dir;
   std::string data(2 * 4 + 8 + 4 * 2 + 3, '\0');
   const float w[2] = {1.5f, -2.0f};
   std::memcpy(data.data(), w, sizeof w);
+  const std::uint16_t h[4] = {0x3f80, 0xc000, 0x3e20, 0x0000};  // BF16 1, -2, 0.15625, 0
+  std::memcpy(data.data() + 16, h, sizeof h);
   const std::string header = "{" + entry("w", "F32", "[2]", "[0,8]") + "," + entry("steps", "I64", "[]", "[8,16]") + "," +
                              entry("h", "BF16", "[2,2]", "[16,24]") + "," + entry("mask", "BOOL", "[3]", "[24,27]") + "}";
   const auto file = raw_file(dir, header, data);
@@ -209,10 +249,12 @@ TEST(Safetensors, EveryDtypeOfTheSpecLoadsAndOnlyF32AndF64CopyOut) {
   EXPECT_EQ(loaded.at("h").elements(), 4u);
   EXPECT_EQ(loaded.at("mask").type, tl::dtype::boolean);
   EXPECT_EQ(loaded.values<float>("w", {2}), (std::vector<float>{1.5f, -2.0f}));
-  expect_failure<tl::io_error>([&] { (void)loaded.values<float>("h", {2, 2}); },
-                               {"tensor 'h' is stored as BF16, expected F32 (float)"});
-  expect_failure<tl::io_error>([&] { (void)loaded.values<double>("steps", {}); },
-                               {"tensor 'steps' is stored as I64, expected F64 or F32 (double)"});
+  EXPECT_EQ(loaded.values<float>("h", {2, 2}), (std::vector<float>{1.0f, -2.0f, 0.15625f, 0.0f}));
+  EXPECT_EQ(loaded.values<double>("h", {2, 2}), (std::vector<double>{1.0, -2.0, 0.15625, 0.0}));
+  expect_failure<tl::io_error>([&] { (void)loaded.values<float>("steps", {}); },
+                               {"tensor 'steps' is stored as I64, expected F32, F16 or BF16 (float)"});
+  expect_failure<tl::io_error>([&] { (void)loaded.values<double>("mask", {3}); },
+                               {"tensor 'mask' is stored as BOOL, expected F64, F32, F16 or BF16 (double)"});
   // F32 widens exactly into double; F64 does not narrow into float (below).
   EXPECT_EQ(loaded.values<double>("w", {2}), (std::vector<double>{1.5, -2.0}));
   // Every whole-byte dtype of the spec, written out here (not read from the library's
@@ -249,7 +291,7 @@ TEST(Safetensors, CopyChecksDtypeShapeAndFinitenessAndLeavesTheDestinationAlone)
   expect_failure<tl::shape_error>([&] { loaded.copy_to<float>("w", out, {2, 2}); },
                                   {name, "the destination holds 6 values, the expected shape [2, 2] has 4"});
   expect_failure<tl::io_error>([&] { loaded.copy_to<float>("b", std::span(out).first(2), {2}); },
-                               {name, "tensor 'b' is stored as F64, expected F32 (float)"});
+                               {name, "tensor 'b' is stored as F64, expected F32, F16 or BF16 (float)"});
   expect_failure<tl::io_error>([&] { loaded.copy_to<float>("nope", out, {6}); },
                                {name, "has no tensor 'nope' (it holds 3: 'w', 'b', 'bad')"});
   expect_failure<tl::io_error>([&] { loaded.copy_to<float>("bad", std::span(out).first(3), {3}); },

@@ -118,9 +118,8 @@ TEST(IoFuzz, Safetensors) {
       const tl::stored_tensor& t = f.at(name);
       covered += t.bytes.size();
       ASSERT_EQ(t.elements() * tl::dtype_size(t.type), t.bytes.size());
-      if (t.type == tl::dtype::f32) (void)f.values<float>(name, t.shape, tl::non_finite_values::allow);
-      if (t.type == tl::dtype::f32 || t.type == tl::dtype::f64)  // F32 widens into double
-        (void)f.values<double>(name, t.shape, tl::non_finite_values::allow);
+      if (tl::detail::widens_exactly_into<float>(t.type)) (void)f.values<float>(name, t.shape, tl::non_finite_values::allow);
+      if (tl::detail::widens_exactly_into<double>(t.type)) (void)f.values<double>(name, t.shape, tl::non_finite_values::allow);
     }
     std::uint64_t length;
     std::memcpy(&length, tl_test::read_bytes(file).data(), 8);

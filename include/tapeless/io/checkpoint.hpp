@@ -4,7 +4,8 @@
 // loads tl::save(path, params) into the equivalent nn.Sequential. A training state
 // adds its optimizer's moments as "optimizer.<slot>.<name>" (PyTorch's slot names:
 // exp_avg, exp_avg_sq, momentum_buffer) and the step in the metadata, so a run resumes
-// exactly. Values are stored as trained (F32 or F64). Loading reads and checks every
+// exactly. Values are stored as trained (F32 or F64); F16 and BF16 files (PyTorch's
+// half-precision models) load too, widened exactly. Loading reads and checks every
 // tensor (names, shapes, dtype, finite values, the model's layer kinds) into
 // temporaries first: a bad file throws one tl::io_error or tl::shape_error naming the
 // file and the problem, and changes nothing.

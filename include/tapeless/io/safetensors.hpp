@@ -4,8 +4,9 @@
 // then the tensors' little-endian bytes; offsets count from the end of the header.
 // A file may hold tensors of the spec's dtypes of whole bytes (a PyTorch state dict
 // keeps I64 counters beside its weights): they load, and are listed and skipped like any
-// other; values are copied out of F32 (into float or double) and F64 (into double)
-// tensors, the ones tapeless writes. The sub-byte F4 and F6 dtypes are refused.
+// other; values are copied out of F32, F16 and BF16 tensors (into float or double) and
+// F64 ones (into double): every widening is exact (io/dtype.hpp). The sub-byte F4 and
+// F6 dtypes are refused.
 //
 // Loading checks everything before anything is handed out, as the spec asks: the data
 // regions must cover the buffer exactly (no gaps, overlaps or trailing bytes), sizes must
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "tapeless/io/atomic_file.hpp"
+#include "tapeless/io/dtype.hpp"
 #include "tapeless/io/failure.hpp"
 #include "tapeless/io/host_floats.hpp"
 #include "tapeless/io/json.hpp"
@@ -38,46 +40,6 @@
 #include "tapeless/io/read_file.hpp"
 
 namespace tl {
-
-// The safetensors spec's dtypes of whole bytes, the two tapeless computes in first. (The
-// sub-byte F4, F6_E2M3 and F6_E3M2 are refused by name.)
-enum class dtype {
-  f32, f64, f16, bf16, f8_e4m3, f8_e5m2, f8_e4m3fnuz, f8_e5m2fnuz, f8_e8m0, c64,
-  i64, i32, i16, i8, u64, u32, u16, u8, boolean
-};
-
-namespace detail {
-struct dtype_entry {
-  dtype type;
-  std::string_view name;
-  std::size_t size;
-};
-inline constexpr dtype_entry dtype_table[] = {
-    {dtype::f32, "F32", 4},         {dtype::f64, "F64", 8},         {dtype::f16, "F16", 2},
-    {dtype::bf16, "BF16", 2},       {dtype::f8_e4m3, "F8_E4M3", 1}, {dtype::f8_e5m2, "F8_E5M2", 1},
-    {dtype::f8_e4m3fnuz, "F8_E4M3FNUZ", 1}, {dtype::f8_e5m2fnuz, "F8_E5M2FNUZ", 1},
-    {dtype::f8_e8m0, "F8_E8M0", 1}, {dtype::c64, "C64", 8},         {dtype::i64, "I64", 8},
-    {dtype::i32, "I32", 4},         {dtype::i16, "I16", 2},         {dtype::i8, "I8", 1},
-    {dtype::u64, "U64", 8},         {dtype::u32, "U32", 4},         {dtype::u16, "U16", 2},
-    {dtype::u8, "U8", 1},           {dtype::boolean, "BOOL", 1}};
-constexpr const dtype_entry& dtype_entry_of(dtype type) {
-  const auto index = static_cast<std::size_t>(type);
-  if (index >= std::size(dtype_table)) throw std::invalid_argument("tapeless: not a tl::dtype value");
-  return dtype_table[index];
-}
-static_assert([] {
-  for (std::size_t i = 0; i < std::size(dtype_table); ++i)
-    if (static_cast<std::size_t>(dtype_table[i].type) != i) return false;
-  return true;
-}(), "dtype_table lists the dtypes in the enum's order");
-}  // namespace detail
-
-constexpr std::size_t dtype_size(dtype type) { return detail::dtype_entry_of(type).size; }
-constexpr std::string_view dtype_name(dtype type) { return detail::dtype_entry_of(type).name; }
-
-template <class T>
-  requires std::is_same_v<T, float> || std::is_same_v<T, double>
-inline constexpr dtype dtype_of = std::is_same_v<T, float> ? dtype::f32 : dtype::f64;
 
 // A tensor to write: name, type, shape (row-major, as in NumPy/PyTorch) and its bytes.
 // The float/double constructors take the values; save_safetensors checks that their
@@ -215,9 +177,9 @@ class safetensors_file {
     return found->second;
   }
 
-  // Copies tensor `name` into `out` after checking that it is stored as T (F32 for
-  // float; F64, or F32 widened exactly, for double: F64 into float would round, and no
-  // other dtype is converted, so F16, BF16 or an integer type is an io_error naming it),
+  // Copies tensor `name` into `out` after checking that T holds its dtype's values
+  // exactly (F32, F16 or BF16 for float, and F64 too for double: F64 into float would
+  // round, and an integer or F8 type is an io_error naming it),
   // that its shape is `expected_shape` and that its values are finite (unless allowed).
   // On failure `out` is unchanged.
   template <class T>
@@ -258,36 +220,26 @@ class safetensors_file {
                                            (fits ? std::to_string(bytes / sizeof(T)) : "more than fit in memory"));
     }
     const stored_tensor& tensor = at(name);
-    if (tensor.type != dtype_of<T> && !(tensor.type == dtype::f32 && dtype_of<T> == dtype::f64)) {
+    if (!detail::widens_exactly_into<T>(tensor.type)) {
       detail::throw_io_error(path_, label + " is stored as " + std::string(dtype_name(tensor.type)) + ", expected " +
-                                        (dtype_of<T> == dtype::f32 ? "F32 (float)" : "F64 or F32 (double)"));
+                                        std::string(detail::readable_dtypes<T>()));
     }
     if (tensor.shape != shape) {
       detail::throw_shape_error(path_, label + " has shape " + detail::shape_text(tensor.shape) + ", expected " +
                                            detail::shape_text(shape));
     }
     if (policy == non_finite_values::reject) {
-      const auto index = tensor.type == dtype::f32 ? detail::first_non_finite_in_bytes<float>(tensor.bytes)
-                                                   : detail::first_non_finite_in_bytes<double>(tensor.bytes);
-      if (index) {
+      if (const auto index = detail::first_non_finite_stored(tensor.type, tensor.bytes)) {
         detail::throw_io_error(path_, label + " holds a NaN or infinity at index " + std::to_string(*index));
       }
     }
     return tensor;
   }
 
-  // The checked tensor's values into out (F32 widened when T is double).
+  // The checked tensor's values into out, widened where they are narrower than T.
   template <class T>
   static void copy_values(const stored_tensor& tensor, T* out) {
-    if (tensor.type == dtype_of<T>) {
-      if (!tensor.bytes.empty()) std::memcpy(out, tensor.bytes.data(), tensor.bytes.size());
-      return;
-    }
-    for (std::size_t i = 0; i < tensor.elements(); ++i) {
-      float value;
-      std::memcpy(&value, tensor.bytes.data() + i * sizeof value, sizeof value);
-      out[i] = T(value);
-    }
+    detail::widen_values(tensor.type, tensor.bytes, out);
   }
 
   std::filesystem::path path_;
