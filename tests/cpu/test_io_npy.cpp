@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -88,6 +89,25 @@ TEST(Npy, WidensFloat32ExactlyAndRefusesToNarrowFloat64) {
   tl_test::write_bytes(dir / "v2.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
                                                 tl_test::bytes_of(v), 2));
   EXPECT_EQ(tl::load_npy<double>(dir / "v2.npy", tl::npy_layout::samples_by_features), tl::basic_matrix<double>(1, 2, v));
+}
+
+// float16 ('<f2', numpy's half) widens exactly into float or double, in either layout;
+// a NaN or infinity in it is refused like any other.
+TEST(Npy, Float16WidensExactly) {
+  tl_test::scratch_directory dir;
+  const std::vector<std::uint16_t> halves{0x3c00, 0xc100, 0x0001, 0x7bff, 0x8000, 0x3555};  // shape (2, 3)
+  const std::vector<float> values{1.0f, -2.5f, 0x1p-24f, 65504.0f, -0.0f, 0.333251953125f};
+  tl_test::write_bytes(dir / "h.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }",
+                                               tl_test::bytes_of(halves)));
+  EXPECT_EQ(tl::load_npy<float>(dir / "h.npy", tl::npy_layout::samples_by_features), tl::matrix(3, 2, values));
+  const auto columns = tl::load_npy<double>(dir / "h.npy", tl::npy_layout::features_by_samples);
+  EXPECT_EQ(columns, tl::basic_matrix<double>(2, 3, std::vector<double>{1.0, 65504.0, -2.5, -0.0, 0x1p-24, 0.333251953125}));
+  EXPECT_TRUE(std::signbit(columns.data()[3]));
+  const std::vector<std::uint16_t> with_nan{0x3c00, 0x7e00};
+  tl_test::write_bytes(dir / "n.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }",
+                                               tl_test::bytes_of(with_nan)));
+  expect_failure<tl::io_error>([&] { (void)tl::load_npy<float>(dir / "n.npy", tl::npy_layout::samples_by_features); },
+                               {"n.npy", "holds a NaN or infinity at element 1"});
 }
 
 TEST(Npy, RejectsMalformedFilesAndLeavesTheDestinationUnchanged) {

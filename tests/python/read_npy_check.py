@@ -49,10 +49,16 @@ def write(directory):
     m32 = np.concatenate([special32, np.arange(8, dtype=np.float32) / np.float32(7)]).reshape(3, 4)
     v64 = np.array([0.1, -2.5, np.finfo(np.float64).smallest_subnormal, 1e300, -0.0], np.float64)
     m64 = (np.arange(6, dtype=np.float64) * np.pi).reshape(2, 3)
+    # float16: the extremes, a subnormal, signed zero, 1/3; its expected bits are numpy's
+    # own widening to float32 (exact), which tapeless must reproduce.
+    m16 = np.array([[-0.0, np.finfo(np.float16).smallest_subnormal, np.finfo(np.float16).max],
+                    [1 / 3, -2.5, np.finfo(np.float16).tiny]], np.float16)
+    with open(os.path.join(directory, "np_f16_2d.npy"), "wb") as f:
+        np.lib.format.write_array(f, m16)
+    expect = {"np_f16_2d.npy": {"dtype": "<f2", "shape": list(m16.shape), "bits": bits(m16.astype(np.float32))}}
     accepted = {"np_f32_2d.npy": (m32, None), "np_f64_1d.npy": (v64, None), "np_f64_v2.npy": (m64, (2, 0)),
                 "np_f32_v3.npy": (m32[:2], (3, 0)), "np_f32_1x1.npy": (np.array([[5.5]], np.float32), None),
                 "np_f64_0x3.npy": (np.zeros((0, 3)), None)}
-    expect = {}
     for name, (values, version) in accepted.items():
         with open(os.path.join(directory, name), "wb") as f:
             np.lib.format.write_array(f, values, version=version)

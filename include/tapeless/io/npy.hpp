@@ -6,8 +6,8 @@
 //   features_by_samples: shape (features, batch), one column per sample.
 // A 1-D array of n values is n samples of one feature in either layout.
 //
-// Types: a '<f4' file loads as float or double (widening is exact); a '<f8' file loads
-// only as double, since narrowing would silently round; the error says so. Big-endian,
+// Types: a '<f2' (float16) or '<f4' file loads as float or double (widening is exact); a
+// '<f8' file loads only as double, since narrowing would silently round; the error says so. Big-endian,
 // Fortran-order, structured and non-float arrays, and more than 2 dimensions are
 // rejected with a message naming the file and the reason.
 #pragma once
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tapeless/io/atomic_file.hpp"
+#include "tapeless/io/dtype.hpp"  // half_bits_to_float
 #include "tapeless/io/failure.hpp"
 #include "tapeless/io/host_floats.hpp"
 #include "tapeless/io/non_finite.hpp"
@@ -36,7 +37,7 @@ enum class npy_layout { samples_by_features, features_by_samples };
 namespace detail {
 
 struct npy_header {
-  std::size_t item_size = 0;  // 4 ('<f4') or 8 ('<f8')
+  std::size_t item_size = 0;  // 2 ('<f2'), 4 ('<f4') or 8 ('<f8')
   std::vector<std::size_t> shape;
   std::size_t data_offset = 0;
 };
@@ -60,12 +61,13 @@ class npy_dict_reader {
       if (key == "descr") {
         if (seen_descr) fail("'descr' appears twice");
         seen_descr = true;
-        if (peek() == '[') fail("structured dtypes are not supported (tapeless reads '<f4' and '<f8')");
+        if (peek() == '[') fail("structured dtypes are not supported (tapeless reads '<f2', '<f4' and '<f8')");
         const std::string descr = parse_quoted();
-        if (descr == "<f4") header.item_size = 4;
+        if (descr == "<f2") header.item_size = 2;
+        else if (descr == "<f4") header.item_size = 4;
         else if (descr == "<f8") header.item_size = 8;
         else if (descr == ">f4" || descr == ">f8") fail("big-endian data (" + quoted_excerpt(descr) + ") is not supported");
-        else fail("dtype " + quoted_excerpt(descr) + " is not supported (tapeless reads '<f4' and '<f8')");
+        else fail("dtype " + quoted_excerpt(descr) + " is not supported (tapeless reads '<f2', '<f4' and '<f8')");
       } else if (key == "fortran_order") {
         if (seen_order) fail("'fortran_order' appears twice");
         seen_order = true;
@@ -189,6 +191,7 @@ inline npy_header parse_npy_header(const std::filesystem::path& file, std::span<
   return header;
 }
 
+// Stored: float, double, or std::uint16_t for float16's bits (widened exactly).
 template <class Stored, class T>
 void copy_npy_values(const std::byte* data, basic_matrix<T>& m, bool transposed) {
   const std::size_t features = m.features(), batch = m.batch();
@@ -197,7 +200,8 @@ void copy_npy_values(const std::byte* data, basic_matrix<T>& m, bool transposed)
     std::memcpy(&value, data + i * sizeof(Stored), sizeof(Stored));
     // Transposed: element i of the (features, batch) array is feature i / batch of sample i % batch.
     const std::size_t target = transposed ? (i % batch) * features + i / batch : i;
-    m.data()[target] = static_cast<T>(value);
+    if constexpr (std::is_same_v<Stored, std::uint16_t>) m.data()[target] = static_cast<T>(half_bits_to_float(value));
+    else m.data()[target] = static_cast<T>(value);
   }
 }
 
@@ -215,7 +219,8 @@ basic_matrix<T> npy_to_matrix(const std::filesystem::path& file, std::span<const
   // The file holds every element (checked above), so this allocation is at most twice its size.
   basic_matrix<T> m(features, batch);
   const std::byte* data = bytes.data() + header.data_offset;
-  if (header.item_size == 4) copy_npy_values<float>(data, m, !by_samples);
+  if (header.item_size == 2) copy_npy_values<std::uint16_t>(data, m, !by_samples);
+  else if (header.item_size == 4) copy_npy_values<float>(data, m, !by_samples);
   else copy_npy_values<double>(data, m, !by_samples);
   if (policy == non_finite_values::reject) {
     if (const auto index = first_non_finite<T>(m.values())) {
