@@ -105,7 +105,7 @@ constexpr std::string_view readable_dtypes() {
   return std::is_same_v<T, float> ? "F32, F16 or BF16 (float)" : "F64, F32, F16 or BF16 (double)";
 }
 
-// Value i of `count` values of a floating-point dtype stored, possibly unaligned, in bytes.
+// Value i of the values of a floating-point dtype stored, possibly unaligned, in bytes.
 inline double stored_value(dtype type, const std::byte* bytes, std::size_t i) {
   switch (type) {
     case dtype::f64: {
@@ -132,7 +132,7 @@ inline double stored_value(dtype type, const std::byte* bytes, std::size_t i) {
 // The values of a tensor of a dtype widens_exactly_into<T> accepts, into out.
 template <class T>
 void widen_values(dtype type, std::span<const std::byte> bytes, T* out) {
-  if (type == (std::is_same_v<T, float> ? dtype::f32 : dtype::f64)) {
+  if (type == dtype_of<T>) {
     if (!bytes.empty()) std::memcpy(out, bytes.data(), bytes.size());
     return;
   }
