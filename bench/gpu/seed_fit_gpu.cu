@@ -7,6 +7,11 @@
 #include <span>
 #include <vector>
 
+#include <thrust/gather.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/system/cuda/execution_policy.h>
+
 #include "../../examples/seed_fit.hpp"
 #include "tapeless/cuda.hpp"
 
@@ -118,9 +123,26 @@ int main(int argc, char** argv) {
         tl::train_step(s, tl::mse, xb, yb);
       }
     });
+    // The A/B for samples_into's hand-written kernel: the same cut by thrust::gather
+    // (what samples_into ran until 2026-12-07), on the same stream, allocating nothing.
+    const auto thrust_cut = [&](const tl::device_matrix& from, tl::device_matrix& out, std::size_t first) {
+      const auto map = thrust::make_transform_iterator(
+          thrust::counting_iterator<std::size_t>(0),
+          tl::detail::gathered_value_index{thrust::raw_pointer_cast(device_order.values().data()) + first, from.rows});
+      thrust::gather(thrust::cuda::par_nosync, map, map + std::ptrdiff_t(from.rows * mb), from.values.begin(),
+                     out.values.begin());
+    };
+    const double cut_thrust = median_us_per_step(repetitions, reset, [&] {
+      for (std::size_t e = 0; e < seed_fit::epochs; ++e) {
+        thrust_cut(bx, xb, e * mb);
+        thrust_cut(by, yb, e * mb);
+        tl::train_step(s, tl::mse, xb, yb);
+      }
+    });
     std::printf("tapeless_gpu_minibatch256_fixed_us %.3f\n", fixed);
     std::printf("tapeless_gpu_minibatch256_samples_us %.3f\n", cut);
     std::printf("tapeless_gpu_minibatch256_samples_into_us %.3f\n", cut_into);
+    std::printf("tapeless_gpu_minibatch256_thrust_gather_us %.3f\n", cut_thrust);
   }
   std::printf("(medians of %d runs of 300 steps, CUDA events; final loss %.5f)\n", repetitions,
               double(final_loss));

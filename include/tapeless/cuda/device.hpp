@@ -4,11 +4,6 @@
 
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
-#include <thrust/gather.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/system_error.h>
-#include <thrust/system/cuda/execution_policy.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -131,6 +126,15 @@ struct gathered_value_index {
     return indices[i / features] * features + i % features;
   }
 };
+// The mini-batch cut as one plain launch. Why not thrust::gather (which it replaced):
+// per call, thrust's dispatch costs the host about 3 µs more than a launch, and a
+// mini-batch loop cuts twice a step (docs/design.md, the A/B; bench/gpu/seed_fit_gpu).
+template <class T>
+__global__ void gather_samples_kernel(T* out, const T* in, gathered_value_index from, std::size_t values) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < values; i += stride)
+    out[i] = in[from(i)];
+}
 }  // namespace detail
 
 template <class T>
@@ -163,15 +167,16 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
   out.rows = rows;
   out.sample_count = count;
   if (count == 0) return;
-  const auto map = thrust::make_transform_iterator(
-      thrust::counting_iterator<std::size_t>(0),
-      detail::gathered_value_index{thrust::raw_pointer_cast(indices.values().data()) + first, rows});
-  try {
-    thrust::gather(thrust::cuda::par_nosync, map, map + std::ptrdiff_t(rows * count), values.begin(),
-                   out.values.begin());
-  } catch (const thrust::system_error& e) {  // tapeless reports CUDA failures as cuda_error
-    throw cuda_error(cudaError_t(e.code().value()), std::string("tapeless::device_matrix::samples_into: ") + e.what());
-  }
+  const std::size_t n = rows * count;
+  constexpr unsigned threads = 256;
+  // Enough blocks to fill an H100/H200 several times over; larger cuts loop.
+  const auto blocks = unsigned(std::min<std::size_t>((n + threads - 1) / threads, 4096));
+  detail::gather_samples_kernel<<<blocks, threads>>>(
+      out.data(), data(), detail::gathered_value_index{thrust::raw_pointer_cast(indices.values().data()) + first, rows},
+      n);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw cuda_error(status, std::string("tapeless::device_matrix::samples_into: ") + cudaGetErrorString(status));
 }
 using device_matrix = basic_device_matrix<float>;
 
