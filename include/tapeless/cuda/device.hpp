@@ -127,8 +127,8 @@ struct gathered_value_index {
   }
 };
 // The mini-batch cut as one plain launch. Why not thrust::gather (which it replaced):
-// per call, thrust's dispatch costs the host about 3 µs more than a launch, and a
-// mini-batch loop cuts twice a step (docs/design.md, the A/B; bench/gpu/seed_fit_gpu).
+// a mini-batch loop cuts twice a step, and thrust's dispatch adds host time to each
+// call (the A/B: docs/design.md; bench/gpu/seed_fit_gpu's minibatch256 rows).
 template <class T>
 __global__ void gather_samples_kernel(T* out, const T* in, gathered_value_index from, std::size_t values) {
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
