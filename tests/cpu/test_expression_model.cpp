@@ -132,7 +132,7 @@ TEST(LeastSquares, WeightsScaleResidualsAndZeroDropsASample) {
   std::vector<double> w(200, 1.0);
   w[17] = 0.0;
   auto params = tl::init<double>(model, gen);
-  const auto fit = tl::least_squares(model, params, x, y, {}, std::span<const double>(w));
+  const auto fit = tl::least_squares(model, params, x, y, {}, w);  // a std::vector converts
   EXPECT_EQ(fit.residuals, 199u);
   EXPECT_NEAR(params.flat()[1], 1.3, 1e-9);
   EXPECT_THROW(tl::least_squares(model, params, x, y, {}, std::span<const double>(w.data(), 3)), tl::shape_error);

@@ -46,6 +46,21 @@ TEST(Functions, Elu) {
   check_unary(tl::elu, [](double x) { return x > 0 ? x : std::exp(x) - 1; }, -3, 3, 12);
   check_unary(tl::elu_fn(0.5), [](double x) { return x > 0 ? x : 0.5 * (std::exp(x) - 1); }, -3, 3, 13);
 }
+// ELU's value comes from expm1 and its slope from exp: near 0 and far below it, both
+// keep their relative accuracy in float and double (from e^x - 1, the value lost its
+// digits near 0 and the slope was 0 from x = -17 in float).
+TEST(Functions, EluKeepsRelativeAccuracyNearZeroAndFarBelow) {
+  const auto check = [](auto x, double tolerance) {
+    using T = decltype(x);
+    T slope{};
+    const T value = tl::elu_fn(0.5).value_and_derivative(x, slope);
+    const double exact_value = 0.5 * std::expm1(double(x)), exact_slope = 0.5 * std::exp(double(x));
+    EXPECT_LE(std::abs(value - exact_value), tolerance * std::abs(exact_value)) << x;
+    EXPECT_LE(std::abs(slope - exact_slope), tolerance * exact_slope) << x;
+  };
+  for (const double x : {-1e-30, -1e-10, -1e-4, -0.3, -2.0, -20.0, -40.0, -700.0}) check(x, 1e-15);
+  for (const float x : {-1e-30f, -1e-10f, -1e-4f, -0.3f, -2.0f, -20.0f, -40.0f, -80.0f}) check(x, 4e-7);
+}
 TEST(Functions, GeluTanhApproximation) {
   check_unary(tl::gelu, [](double x) {
     return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));

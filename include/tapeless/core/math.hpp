@@ -16,7 +16,7 @@
 
 namespace tl::math {
 
-// ---- host, float: vectorizable exp and tanh -------------------------------------
+// ---- host, float: vectorizable exp, expm1 and tanh --------------------------------
 namespace detail {
 TL_INLINE float bits_to_float(std::int32_t bits) {
   float result;
@@ -62,9 +62,55 @@ TL_INLINE float host_expf(float x) {
   return underflow ? 0.0f : overflow ? bits_to_float(0x7f800000) : y;
 }
 
+// e^v = 2^n e^r with |r| <= ln2/2, for v in [-30, 30] (2^n a normal float): the scale
+// 2^n and e^r - 1, the latter with full relative accuracy near 0 (r + r^2 P(r), no
+// 1 - ... cancellation), so that e^v - 1 = 2^n (e^r - 1) + (2^n - 1) keeps it too.
+// Exact: ln 2 in two parts, as host_expf (the first's product with n is exact, so r is
+// right to the last bits with or without fused multiply-adds). Else one constant, a
+// multiply-add fewer: its error (n times ln 2's rounding, and without fused
+// multiply-adds the product's rounding, up to 1e-6 near |v| = 30) scales e^r, which tanh
+// adds to 1 and so needs only where e^v is below 2^-9.
+struct exp_parts {
+  float scale, em1_r;
+};
+template <bool Exact>
+TL_INLINE exp_parts host_exp_parts(float v) {
+  constexpr float round_magic = 12582912.0f;  // as in host_expf
+  const float shifted = v * 1.44269504088896341f + round_magic;
+  const float n = shifted - round_magic;
+  const std::int32_t n_int = float_to_bits(shifted) - float_to_bits(round_magic);
+  float r;
+  if constexpr (Exact) {
+    r = v - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+  } else {
+    r = v - n * 0.693147180559945f;
+  }
+  // e^r - 1 on |r| <= ln2/2, minimax for relative error (1.3e-8; Cephes' expf has one
+  // more term, for the last ulp of e^r that tanh's absolute error does not need).
+  float p = 1.3882510207e-3f;
+  p = p * r + 8.3665803320e-3f;
+  p = p * r + 4.1667201778e-2f;
+  p = p * r + 1.6666543178e-1f;
+  p = p * r + 4.9999998144e-1f;
+  return {bits_to_float((n_int + 127) << 23), p * (r * r) + r};
+}
+
+// e^x - 1 (expm1f) without a libm call, so that loops over it vectorize (ELU layers).
+// Past 30 the -1 is below e^x's last bit and host_expf answers; below -30 the result
+// rounds to -1 (the clamp's). A NaN stays NaN. Every float against double expm1: max
+// relative error 1.12e-7, with or without fused multiply-adds (tests/cpu/test_math.cpp).
+TL_INLINE float host_expm1f(float x) {
+  float v = x < -30.0f ? -30.0f : x;
+  v = v > 30.0f ? 30.0f : v;
+  const exp_parts e = host_exp_parts<true>(v);
+  const float m = e.scale * e.em1_r + (e.scale - 1.0f);
+  return x > 30.0f ? host_expf(x) : x == 0.0f ? x : m;  // (x == 0: -0 stays -0)
+}
+
 // tanh(a) = -m / (2 + m) with m = e^{-2a} - 1, a = |x|. Why this form: m comes out of
-// the exp reduction with full relative accuracy near 0 (e^r - 1 = r + r^2 P(r) before
-// the 2^n scaling), so small |x| need no second series and no select; and 2 + m lies in
+// the exp reduction with full relative accuracy near 0 (host_exp_parts), so small |x|
+// need no second series and no select; and 2 + m lies in
 // [1, 2], where a fixed polynomial starts the reciprocal well enough that two
 // multiply-add refinements replace the division (vdivps on zmm: 18 cycles' latency, one
 // every 10; without it tanh alone runs ~1.16x faster, docs/performance.md). Every float
@@ -75,28 +121,12 @@ TL_INLINE float host_tanhf(float x) {
   // tanh rounds to 1 from |x| = 9.01 on; the clamp keeps 2^n a normal float. Written so
   // that a NaN passes through it (the comparison is false for NaN).
   a = a > 9.5f ? 9.5f : a;
-  const float v = -2.0f * a;
-  constexpr float round_magic = 12582912.0f;  // as in host_expf
-  const float shifted = v * 1.44269504088896341f + round_magic;
-  const float n = shifted - round_magic;
-  const std::int32_t n_int = float_to_bits(shifted) - float_to_bits(round_magic);
-  // One-constant reduction (host_expf splits ln 2 in two): its error, n times ln 2's
-  // rounding (<= 27 * 1.9e-9), scales e^r, which is below 2^-9 wherever n is that large.
-  const float r = v - n * 0.693147180559945f;
-  // e^r - 1 on |r| <= ln2/2, minimax for relative error (1.3e-8; Cephes' expf has one
-  // more term, for the last ulp of e^r that tanh's absolute error does not need).
-  float p = 1.3882510207e-3f;
-  p = p * r + 8.3665803320e-3f;
-  p = p * r + 4.1667201778e-2f;
-  p = p * r + 1.6666543178e-1f;
-  p = p * r + 4.9999998144e-1f;
-  const float em1_r = p * (r * r) + r;
-  const float scale = bits_to_float((n_int + 127) << 23);
+  const exp_parts e = host_exp_parts<false>(-2.0f * a);
   // m = 2^n (e^r - 1) + (2^n - 1): one rounding, and no cancellation for small a. The
   // denominator 2 + m = e^{-2a} + 1 is formed from e^{-2a} rather than from the rounded
   // m, whose rounding would add to its own (max error 1.6e-7 near |x| = 4.4, not 1e-7).
-  const float m = scale * em1_r + (scale - 1.0f);
-  const float d = (scale * em1_r + scale) + 1.0f;
+  const float m = e.scale * e.em1_r + (e.scale - 1.0f);
+  const float d = (e.scale * e.em1_r + e.scale) + 1.0f;
   // 1/d on [1, 2]: the minimax quadratic (relative error 1/99, from the Chebyshev
   // polynomial T3), one Newton step (1e-4), then the quotient and one correction of it
   // from its residual m - d q (~1e-8 before the last rounding, as a divide would round).
@@ -175,6 +205,7 @@ TL_INLINE double host_exp(double x) {
 TL_HD inline float exp(float x) { return ::expf(x); }
 TL_HD inline float tanh(float x) { return ::tanhf(x); }
 TL_HD inline float erf(float x) { return ::erff(x); }
+TL_HD inline float expm1(float x) { return ::expm1f(x); }
 // 1 / (1 + e^{-v}) from the hardware exp2 and reciprocal: a few ulp, no cancellation
 // (e^{-v} = inf gives 0).
 __device__ inline float fast_logistic(float v) { return __fdividef(1.0f, 1.0f + __expf(-v)); }
@@ -182,11 +213,13 @@ __device__ inline float fast_logistic(float v) { return __fdividef(1.0f, 1.0f + 
 TL_HD inline float exp(float x) { return detail::host_expf(x); }
 TL_HD inline float tanh(float x) { return detail::host_tanhf(x); }
 TL_HD inline float erf(float x) { return detail::host_erff(x); }
+TL_HD inline float expm1(float x) { return detail::host_expm1f(x); }
 #endif
 // Scalar double exp stays libm's (under 1 ulp): solvers compare costs in the last bits.
 // The lane loops of core/lanes.hpp take detail::host_exp, which vectorizes.
 TL_HD inline double exp(double x) { return ::exp(x); }
 TL_HD inline double tanh(double x) { return ::tanh(x); }
+TL_HD inline double expm1(double x) { return ::expm1(x); }
 
 // The rest map to the C library (host) or CUDA's math library (device), float and double.
 #define TL_MATH_LIBM(NAME)                                          \
@@ -194,7 +227,6 @@ TL_HD inline double tanh(double x) { return ::tanh(x); }
   TL_HD inline double NAME(double x) { return ::NAME(x); }
 TL_MATH_LIBM(log)
 TL_MATH_LIBM(log1p)
-TL_MATH_LIBM(expm1)
 TL_MATH_LIBM(sqrt)
 TL_MATH_LIBM(sin)
 TL_MATH_LIBM(cos)

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/scratch.hpp"
@@ -131,11 +132,13 @@ lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& m
 // Fits the model's parameters to (x, y) by least squares, starting from `params` and
 // leaving the solution there. weights: one per sample (empty: all 1), multiplying its
 // residuals (w = 1 / sigma for measurement errors sigma); a zero weight drops a sample.
+// Any contiguous range of T converts (a std::vector, an array; T is not deduced from it).
 // A NaN or infinite residual at the start throws tl::numeric_error and changes nothing.
 template <model Model, class T>
 lsq::result<Model::parameter_count> least_squares(const Model& model, parameters<Model, T>& params,
                                                   const basic_matrix<T>& x, const basic_matrix<T>& y,
-                                                  const lsq::options& options = {}, std::span<const T> weights = {}) {
+                                                  const lsq::options& options = {},
+                                                  std::type_identity_t<std::span<const T>> weights = {}) {
   constexpr std::size_t P = Model::parameter_count;
   detail::check_batch<Model>("least_squares", x, &y);
   if (!weights.empty()) detail::require_size("least_squares", "the number of weights (one per sample)", x.batch(), weights.size());

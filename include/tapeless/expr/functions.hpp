@@ -191,10 +191,13 @@ struct elu_fn : unary_function<elu_fn> {
   static constexpr const char* name = "elu";
   double alpha;
   constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {}
+  // alpha (e^x - 1) through expm1, and its slope alpha e^x through exp: formed from
+  // e^x - 1, the value lost its digits near 0 and the slope its last ones below
+  // x = -17 (float), where e^x is below 1's last bit.
   template <class T> TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
-    const T negative = T(alpha) * (math::exp(math::select(x > T(0), T(0), x)) - T(1));
-    d = math::select(x > T(0), T(1), negative + T(alpha));
-    return math::select(x > T(0), x, negative);
+    const T non_positive = math::select(x > T(0), T(0), x);
+    d = math::select(x > T(0), T(1), T(alpha) * math::exp(non_positive));
+    return math::select(x > T(0), x, T(alpha) * math::expm1(non_positive));
   }
 };
 inline constexpr elu_fn elu{};
