@@ -4,6 +4,7 @@
 //   tanh/value                   tl::math::tanh(x)
 //   tanh/value_and_derivative    what the tanh layers run: y and 1 - y^2
 //   gelu/value_and_derivative    the seed fit's activation (tanh inside)
+//   elu/value_and_derivative     exp and expm1 (the same reduction as tanh's)
 // Inputs spread over [-range, range]: 1 (none saturated), 4 (the layers' typical
 // pre-activations) and 12 (mostly saturated: tanh rounds to 1 from 9.01).
 //   build/bench/micro_tanh [--benchmark_filter=value_and] [--benchmark_min_time=0.2]
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("tanh/value_and_derivative", value_and_derivative<tl::tanh_fn>)
       ->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
   benchmark::RegisterBenchmark("gelu/value_and_derivative", value_and_derivative<tl::gelu_fn>)
+      ->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
+  benchmark::RegisterBenchmark("elu/value_and_derivative", value_and_derivative<tl::elu_fn>)
       ->ArgName("range")->Arg(1)->Arg(4)->Arg(12);
   return bench::run_registered(argc, argv, "host float tanh over 4096 values in [-range, range]");
 }

@@ -105,7 +105,11 @@ TL_INLINE float host_expm1f(float x) {
   v = v > 30.0f ? 30.0f : v;
   const exp_parts e = host_exp_parts<true>(v);
   const float m = e.scale * e.em1_r + (e.scale - 1.0f);
-  return x > 30.0f ? host_expf(x) : x == 0.0f ? x : m;  // (x == 0: -0 stays -0)
+  // Both values first, then plain selects: g++ left the loop scalar when host_expf
+  // sat in one arm of the nested select ("control flow in loop").
+  const float large = host_expf(x);
+  const float small = x == 0.0f ? x : m;  // -0 stays -0
+  return x > 30.0f ? large : small;
 }
 
 // tanh(a) = -m / (2 + m) with m = e^{-2a} - 1, a = |x|. Why this form: m comes out of
