@@ -86,6 +86,47 @@ TEST(GpuLayers, LambdaActivationValuesMatchHost) {
   }
 }
 
+// The built-in activations whose host forms are tapeless's own (exp, expm1, tanh, erf,
+// log1p: core/math.hpp) against CUDA's on the device, far below 0 too (elu's slope
+// there is e^x, which its old form e^x - 1 + 1 rounded to 0 below -17).
+TEST(GpuLayers, BuiltInActivationValuesMatchHost) {
+  std::vector<float> xs;
+  for (float x = -30.0f; x <= 8.0f; x += 0.173f) xs.push_back(x);
+  xs.push_back(-1e-6f);
+  const int n = int(xs.size());
+  const auto check = [&](const auto& act, const char* name) {
+    thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
+    activation_kernel<<<(n + 63) / 64, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
+                                             thrust::raw_pointer_cast(dd.data()), n);
+    TL_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> ys(n), ds(n);
+    thrust::copy(dy.begin(), dy.end(), ys.begin());
+    thrust::copy(dd.begin(), dd.end(), ds.begin());
+    for (int i = 0; i < n; ++i) {
+      float d;
+      const float y = act.value_and_derivative(xs[i], d);
+      // relative, with an absolute floor at erf's host error (4.4e-7)
+      EXPECT_NEAR(ys[i], y, 1e-5f * std::abs(y) + 1e-6f) << name << " at x = " << xs[i];
+      EXPECT_NEAR(ds[i], d, 1e-5f * std::abs(d) + 1e-6f) << name << "' at x = " << xs[i];
+    }
+  };
+  check(tl::elu_fn(0.5), "elu");
+  check(tl::tanh, "tanh");
+  check(tl::gelu_erf, "gelu_erf");
+  check(tl::softplus, "softplus");
+  check(tl::silu, "silu");
+  // elu far below 0: both sides keep e^x's relative accuracy.
+  float d_host, d_device;
+  thrust::device_vector<float> dx(1, -25.0f), dy(1), dd(1);
+  activation_kernel<<<1, 1>>>(tl::elu, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
+                              thrust::raw_pointer_cast(dd.data()), 1);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  d_device = dd[0];
+  (void)tl::elu.value_and_derivative(-25.0f, d_host);
+  EXPECT_NEAR(d_device, std::exp(-25.0), 1e-6 * std::exp(-25.0));
+  EXPECT_NEAR(d_host, std::exp(-25.0), 1e-6 * std::exp(-25.0));
+}
+
 TEST(GpuLayers, LambdaActivationsAndLossesMatchCpu) {
   const auto model = tl::chain(tl::dense<3, 8>(gelu_lambda), tl::dense<8, 5>(tl::tanh), tl::dense<5, 3>());
   const auto log_cosh = tl::elementwise_loss([](auto yhat, auto y) { return tl::log(tl::cosh(yhat - y)); });
