@@ -189,6 +189,11 @@ template <cpu_pass Pass = cpu_pass::automatic, model Model, class Loss, class T>
 loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
                                     std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
+  // Each thread's sums a cache line (64 bytes) clear of the next thread's: the lane
+  // pass adds into its lane sums every 16 samples, and a line that two cores write
+  // travels between them each time (2-16-1 at 10^5 samples: 2 threads took 0.75 of one
+  // thread's time with the sums packed, docs/performance.md 2026-12-07).
+  constexpr std::size_t lane_stride = P * K + 64 / sizeof(T), wide_stride = P + 64 / sizeof(double);
   (void)lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported for every model
   workspace_lease<T> lease;
   cpu_workspace<T>& ws = lease.get();
@@ -199,11 +204,11 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
       using pass_type = blocked_chain<Model, T>;
       threads = cpu_step_threads(threads, batch, pass_type::work_per_sample, blocked_work_per_thread);
       const T* packed = packed_weights<Model>(params, ws);
-      ws.wide_gradient.resize(threads * P);
+      ws.wide_gradient.resize(threads * wide_stride);
       ws.loss.assign(threads, 0.0);
       for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
         const pass_running running;
-        double* sums = ws.wide_gradient.data() + t * P;
+        double* sums = ws.wide_gradient.data() + t * wide_stride;
         std::fill(sums, sums + P, 0.0);  // here, by the thread that adds into them
         ws.loss[t] = pass_type::accumulate(model, loss, packed, x, y, first, last,
                                            lease.template chain_buffer<pass_type>(), sums);
@@ -212,13 +217,13 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   }
   if (!blocked) {
     threads = cpu_step_threads(threads, batch, P);
-    ws.lane_gradient.resize(threads * P * K);
-    ws.wide_gradient.assign(threads * P, 0.0);
+    ws.lane_gradient.resize(threads * lane_stride);
+    ws.wide_gradient.assign(threads * wide_stride, 0.0);
     ws.loss.assign(threads, 0.0);
     for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
       const pass_running running;
-      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * P * K,
-                                      ws.wide_gradient.data() + t * P);
+      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * lane_stride,
+                                      ws.wide_gradient.data() + t * wide_stride);
     });
   }
   double total = 0.0;
@@ -231,7 +236,7 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
     double check = 0.0;
     for (std::size_t p = first; p < last; ++p) {
       double sum = 0.0;
-      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * P + p];
+      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * wide_stride + p];
       grad[p] = static_cast<T>(sum * scale);
       check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
     }
