@@ -253,6 +253,17 @@ TEST(LargeBatch, ThreadedSumsMatchOneRange) {
     EXPECT_NEAR(threaded.gradient.flat()[k], wide[k] / double(batch), 1e-7 + 1e-6 * std::abs(wide[k] / double(batch))) << k;
 }
 
+// The lane pass's work threshold (cpu/parallel.hpp): the seed fit's 128 samples stay on
+// one thread (its whole step is a few microseconds), while 1000 samples of the same
+// model take a second thread where there is one (0.69x one thread's time on two cores).
+TEST(Threads, SeedSizedStepsStayOnOneThreadAndAThousandSamplesTakeTwo) {
+  EXPECT_EQ(tl::detail::cpu_threads_for(128, 49), 1u);
+  EXPECT_EQ(tl::detail::cpu_threads_for(600, 49), 1u);
+  if (tl::detail::cpu_thread_cap() > 1) {
+    EXPECT_GE(tl::detail::cpu_threads_for(1000, 49), 2u);
+  }
+}
+
 // The split (cpu/parallel.hpp): ranges that tile [0, batch) in order, of whole chunks
 // while there is one a thread, else of 64-sample units, so that a small batch still
 // reaches every thread (up to one a unit).

@@ -115,7 +115,7 @@ lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& m
   // Whole chunks a thread (cpu/parallel.hpp's small_unit): each thread's lanes hold
   // P(P+1)/2 x 16 sums, cleared and merged a chunk at a time, far more than a few
   // samples' work.
-  const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2, cpu_work_per_thread, cpu_chunk);
+  const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2, lsq_work_per_thread, cpu_chunk);
   std::vector<lsq::detail::compensated> totals(threads * N);
   for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
     accumulate_normal_equations(model, p.data(), x.data(), y.data(), weights, first, last, jacobian,

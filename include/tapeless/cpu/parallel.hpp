@@ -29,8 +29,13 @@ inline constexpr std::size_t cpu_split_unit = 64;
 // Work below which one more thread costs more than it saves, in parameter-samples
 // of the lane pass (a step's multiply-adds are about 3 per parameter and sample);
 // the blocked pass, faster per parameter-sample, has its own (cpu/batch.hpp).
-// Measured: docs/performance.md, "CPU threads".
-inline constexpr double cpu_work_per_thread = double(1 << 16);
+// Measured: docs/performance.md, "CPU threads" and 2026-12-07 (2^16 had been measured
+// where two threads were one core's hyperthreads; on two cores a 1-16-1 step of 1000
+// samples takes 0.69x the time on two threads).
+inline constexpr double cpu_work_per_thread = double(1 << 14);
+// Least squares' own: its threads' sums are P(P+1)/2 x 16 lanes (cpu/least_squares.hpp),
+// and its threshold was not measured again with the lane pass's.
+inline constexpr double lsq_work_per_thread = double(1 << 16);
 
 // The most threads a step may use: the hardware's, or fewer when the environment
 // variable TAPELESS_CPU_THREADS caps it. A value that is not a positive whole number
