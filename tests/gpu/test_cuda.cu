@@ -302,6 +302,31 @@ TEST(DeviceMatrix, SamplesIntoReusesMemoryAndTrainsLikeTheCpu) {
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-5);
 }
 
+// A cut larger than the gather kernel's grid (4096 blocks of 256 threads: 1048576
+// values), so each thread gathers several values; and a matrix of no features, whose
+// cut is empty whatever the count (a launch of 0 blocks would be an error).
+TEST(DeviceMatrix, LargeCutsAndFeaturelessMatricesGather) {
+  constexpr std::size_t features = 40, samples = 60000, taken = 50000;  // 2 million values
+  tl::matrix x(features, samples);
+  for (std::size_t s = 0; s < samples; ++s)
+    for (std::size_t f = 0; f < features; ++f) x(f, s) = float(s) + float(f) / 64.0f;  // exact in float
+  const auto dx = tl::to_device(x);
+  tl::rng gen(5);
+  std::vector<std::size_t> order = gen.permutation(samples);
+  order.resize(taken);
+  tl::device_matrix cut;
+  dx.samples_into(cut, tl::device_indices(order), 0, taken);
+  ASSERT_EQ(cut.features(), features);
+  ASSERT_EQ(cut.batch(), taken);
+  EXPECT_EQ(tl::to_host(cut), x.samples(order));
+  const auto none = tl::to_device(tl::matrix(0, 5));
+  tl::device_matrix empty;
+  none.samples_into(empty, tl::device_indices(std::vector<std::size_t>{4, 0, 2}), 0, 3);
+  EXPECT_EQ(empty.features(), 0u);
+  EXPECT_EQ(empty.batch(), 3u);
+  EXPECT_EQ(none.samples(std::vector<std::size_t>{1, 3}).batch(), 2u);
+}
+
 TEST(Errors, WrongSizeBatchThrows) {
   const auto data = seed_fit::make_data();
   tl::cuda_train_state s(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});

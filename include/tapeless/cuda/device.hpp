@@ -166,8 +166,8 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
   out.values.resize(rows * count);  // first, so that a failed allocation leaves out's shape as it was
   out.rows = rows;
   out.sample_count = count;
-  if (count == 0) return;
   const std::size_t n = rows * count;
+  if (n == 0) return;  // (no samples, or no features: a launch of 0 blocks is an error)
   constexpr unsigned threads = 256;
   // Enough blocks to fill an H100/H200 several times over; larger cuts loop.
   const auto blocks = unsigned(std::min<std::size_t>((n + threads - 1) / threads, 4096));
