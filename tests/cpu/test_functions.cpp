@@ -224,6 +224,25 @@ TEST(Functions, FloatSoftplusAndGeluErfMatchDouble) {
   EXPECT_GT(tl::softplus(-90.0f), 0.0f);  // e^-90 is a float; log1p of it is itself
 }
 
+// Float Hessians of the activations whose rules hold double constants (gelu's sqrt(2/pi),
+// elu's and leaky_relu's slopes): they compile (dual<float>(0.5) was ambiguous) and
+// equal the double Hessians to float precision.
+TEST(Functions, FloatHessiansOfParametrizedActivationsMatchDouble) {
+  const auto check = [](const auto& act, float a, float b) {
+    const auto f = [act](auto u, auto v) { return act(u) * v + act(u * v); };
+    const auto hf = tl::hessian(f, std::array{a, b});
+    const auto hd = tl::hessian(f, std::array{double(a), double(b)});
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) EXPECT_NEAR(hf[i][j], hd[i][j], 2e-6 * std::max(1.0, std::abs(hd[i][j]))) << i << j;
+    return hd[0][0];
+  };
+  EXPECT_NE(check(tl::gelu, 0.7f, -1.3f), 0.0);
+  EXPECT_NE(check(tl::gelu_erf, -0.4f, 1.1f), 0.0);
+  EXPECT_NE(check(tl::elu_fn(0.5), -0.8f, 1.7f), 0.0);
+  EXPECT_NE(check(tl::silu, 0.9f, 0.6f), 0.0);
+  check(tl::leaky_relu_fn(0.2), -0.8f, 1.7f);  // piecewise linear: its Hessian is 0 but for the product
+}
+
 TEST(Functions, ScalarCallsComputeValues) {
   EXPECT_DOUBLE_EQ(tl::relu(-2.0), 0.0);
   EXPECT_NEAR(tl::sigmoid(0.3), sigmoid_ref(0.3), 1e-15);

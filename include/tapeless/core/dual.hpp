@@ -2,6 +2,8 @@
 // on dual<double> gives a Hessian-vector product (forward over reverse).
 #pragma once
 
+#include <type_traits>
+
 #include "tapeless/core/math.hpp"
 
 namespace tl {
@@ -12,7 +14,13 @@ struct dual {
   T tangent{};
   constexpr dual() = default;
   TL_HD constexpr dual(T v, T t = T(0)) : value(v), tangent(t) {}
-  TL_HD constexpr explicit dual(int v) : value(T(v)) {}
+  // A constant of another arithmetic type (the ops' T(0.5), T(alpha) with a double
+  // alpha): explicit, and an exact match, so dual<float>(0.5) is not ambiguous between
+  // converting to float and to int (it was, and float Hessians of gelu, elu or
+  // leaky_relu did not compile).
+  template <class U>
+    requires(std::is_arithmetic_v<U> && !std::is_same_v<U, T>)
+  TL_HD constexpr explicit dual(U v) : value(T(v)) {}
 
   TL_HD friend constexpr dual operator+(dual a, dual b) { return {a.value + b.value, a.tangent + b.tangent}; }
   TL_HD friend constexpr dual operator-(dual a, dual b) { return {a.value - b.value, a.tangent - b.tangent}; }

@@ -89,7 +89,6 @@ TL_HD TL_INLINE lanes<T, K> select(const lane_mask<K>& c, const lanes<T, K>& a, 
 TL_LANES_UNARY(tanh)
 TL_LANES_UNARY(log)
 TL_LANES_UNARY(log1p)
-TL_LANES_UNARY(expm1)
 TL_LANES_UNARY(sin)
 TL_LANES_UNARY(cos)
 TL_LANES_UNARY(tan)
@@ -111,6 +110,20 @@ TL_HD TL_INLINE lanes<T, K> exp(const lanes<T, K>& a) {
 #else
     if constexpr (std::is_same_v<T, double>) r.v[k] = detail::host_exp(a.v[k]);
     else r.v[k] = exp(a.v[k]);
+#endif
+  }
+  return r;
+}
+// expm1 likewise (elu's value): doubles through host_expm1.
+template <class T, std::size_t K>
+TL_HD TL_INLINE lanes<T, K> expm1(const lanes<T, K>& a) {
+  lanes<T, K> r;
+  for (std::size_t k = 0; k < K; ++k) {
+#if TL_ON_DEVICE
+    r.v[k] = expm1(a.v[k]);
+#else
+    if constexpr (std::is_same_v<T, double>) r.v[k] = detail::host_expm1(a.v[k]);
+    else r.v[k] = expm1(a.v[k]);
 #endif
   }
   return r;

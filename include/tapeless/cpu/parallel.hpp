@@ -31,7 +31,9 @@ inline constexpr std::size_t cpu_split_unit = 64;
 // the blocked pass, faster per parameter-sample, has its own (cpu/batch.hpp).
 // Measured: docs/performance.md, "CPU threads" and 2026-12-07 (2^16 had been measured
 // where two threads were one core's hyperthreads; on two cores a 1-16-1 step of 1000
-// samples takes 0.69x the time on two threads).
+// samples takes 0.69x the time on two threads). tl::apply on the lane pass counts a
+// third of a step's work per sample against the same figure (4000 samples of 1-16-1:
+// 36 -> 21 µs with it lowered).
 inline constexpr double cpu_work_per_thread = double(1 << 14);
 // Least squares' own: its threads' sums are P(P+1)/2 x 16 lanes (cpu/least_squares.hpp),
 // and its threshold was not measured again with the lane pass's.
