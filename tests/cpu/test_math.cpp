@@ -65,7 +65,7 @@ TEST(FastMath, ErfAbsoluteErrorBelow5e7) {
 
 TEST(FastMath, DoubleExpWithinThreeUlp) {
   double worst = 0;
-  for (double x = -707.0; x <= 708.0; x += 0.0131) {
+  for (double x = -708.3; x <= 709.78; x += 0.0131) {  // normal results up to DBL_MAX's
     const long double exact = std::exp(static_cast<long double>(x));
     worst = std::max(worst, double(std::abs((tl::math::detail::host_exp(x) - exact) / exact)));
   }
@@ -73,13 +73,25 @@ TEST(FastMath, DoubleExpWithinThreeUlp) {
   EXPECT_EQ(tl::math::detail::host_exp(0.0), 1.0);
   EXPECT_EQ(tl::math::detail::host_exp(-1000.0), 0.0);
   EXPECT_TRUE(std::isinf(tl::math::detail::host_exp(1000.0)));
+  // The top: finite to ln(DBL_MAX), infinite past it (it was infinite from 709 on).
+  EXPECT_TRUE(std::isfinite(tl::math::detail::host_exp(709.78)));
+  EXPECT_GT(tl::math::detail::host_exp(709.78), 1.7e308);
+  EXPECT_TRUE(std::isinf(tl::math::detail::host_exp(709.79)));
+  // The bottom: subnormal results within a few of their units, 0 past the last one.
+  const double unit = std::numeric_limits<double>::denorm_min();
+  for (double x = -745.1; x < -708.4; x += 0.0173) {
+    const long double exact = std::exp(static_cast<long double>(x));
+    EXPECT_LE(std::abs(tl::math::detail::host_exp(x) - exact), std::max(3 * 1.11e-16 * double(exact), 1.0 * unit)) << x;
+  }
+  EXPECT_EQ(tl::math::detail::host_exp(-745.2), 0.0);
+  EXPECT_TRUE(std::isnan(tl::math::detail::host_exp(std::numeric_limits<double>::quiet_NaN())));
 }
 
 // The lanes' double expm1 (elu in double expression models) keeps its relative accuracy
 // near 0 and everywhere else, against long double expm1.
 TEST(FastMath, DoubleExpm1RelativeErrorEverywhere) {
   double worst = 0, worst_at = 0;
-  for (double a = 1e-300; a < 709.0; a *= 1.0031)  // (host_exp's range: infinity past 709)
+  for (double a = 1e-300; a < 709.7; a *= 1.0031)
     for (const double x : {a, -a}) {
       const long double exact = std::expm1(static_cast<long double>(x));
       const double error = double(std::abs((tl::math::detail::host_expm1(x) - exact) / exact));

@@ -190,6 +190,7 @@ TL_INLINE std::int64_t double_to_bits(double value) {
 // which keeps its relative accuracy near 0.
 struct exp_parts_double {
   std::int64_t n;
+  double n_real;  // n as a double (for host_exp's split of 2^n)
   double em1_r;
 };
 TL_INLINE exp_parts_double host_exp_parts(double x) {
@@ -203,19 +204,27 @@ TL_INLINE exp_parts_double host_exp_parts(double x) {
   const double p = r * ((1.26177193074810590878e-4 * r2 + 3.02994407707441961300e-2) * r2 + 9.99999999999999999910e-1);
   const double q = ((3.00198505138664455042e-6 * r2 + 2.52448340349684104192e-3) * r2 + 2.27265548208155028766e-1) * r2 +
                    2.00000000000000000009e0;
-  return {n_int, 2.0 * p / (q - p)};
+  return {n_int, n, 2.0 * p / (q - p)};
 }
+// Results from the subnormals to DBL_MAX, as host_expf does for floats: 2^n in two
+// factors, each a normal double for n in [-1077, 1025]; 0 and infinity past them (it
+// was clamped to [-708, 709], and gave infinity from 709 to 709.78 and 0 below -708).
 TL_INLINE double host_exp(double x) {
-  const bool underflow = x < -708.0, overflow = x > 709.0;
-  x = x < -708.0 ? -708.0 : x;
-  x = x > 709.0 ? 709.0 : x;
+  const bool overflow = x > 709.782712893383973096, underflow = x < -745.1332191019412076;
+  x = x < -746.0 ? -746.0 : x;
+  x = x > 710.0 ? 710.0 : x;
   const exp_parts_double e = host_exp_parts(x);
-  const double result = (1.0 + e.em1_r) * bits_to_double((e.n + 1023) << 52);
+  // n/2 rounded by the same magic number as n (not e.n / 2: SSE2 has no 64-bit
+  // arithmetic shift, and that loop stayed scalar without AVX-512)
+  constexpr double round_magic = 6755399441055744.0;
+  const std::int64_t half = double_to_bits(e.n_real * 0.5 + round_magic) - double_to_bits(round_magic);
+  const double result =
+      (1.0 + e.em1_r) * bits_to_double((half + 1023) << 52) * bits_to_double((e.n - half + 1023) << 52);
   return underflow ? 0.0 : overflow ? bits_to_double(0x7ff0000000000000LL) : result;
 }
 // e^x - 1 for lanes of doubles, as host_expm1f for floats: 2^n (e^r - 1) + (2^n - 1),
 // x clamped to [-40, 40] (below, the result rounds to -1; above, the -1 is below e^x's
-// last bit and host_exp answers, infinite past 709 as it is). Against long double
+// last bit and host_exp answers). Against long double
 // expm1 on |x| in [1e-300, 709]: relative error 4.3e-16 at worst, near 0
 // (libm's is under 1 ulp; scalar doubles keep it). tests/cpu/test_math.cpp.
 TL_INLINE double host_expm1(double x) {
