@@ -98,36 +98,27 @@ TL_LANES_UNARY(cosh)
 TL_LANES_UNARY(asinh)
 TL_LANES_UNARY(erf)
 TL_LANES_UNARY(abs)
+// exp and expm1 (elu's value) of doubles through the branch-free host_exp and
+// host_expm1 (on the host), so the lane loop vectorizes; floats already use
+// vectorizable forms, and device code CUDA's.
+#if TL_ON_DEVICE
+#define TL_LANES_UNARY_HOST_DOUBLE(NAME, HOST) TL_LANES_UNARY(NAME)
+#else
+#define TL_LANES_UNARY_HOST_DOUBLE(NAME, HOST)                                                 \
+  template <class T, std::size_t K>                                                           \
+  TL_HD TL_INLINE lanes<T, K> NAME(const lanes<T, K>& a) {                                    \
+    lanes<T, K> r;                                                                            \
+    for (std::size_t k = 0; k < K; ++k) {                                                     \
+      if constexpr (std::is_same_v<T, double>) r.v[k] = detail::HOST(a.v[k]);                 \
+      else r.v[k] = NAME(a.v[k]);                                                             \
+    }                                                                                         \
+    return r;                                                                                 \
+  }
+#endif
+TL_LANES_UNARY_HOST_DOUBLE(exp, host_exp)
+TL_LANES_UNARY_HOST_DOUBLE(expm1, host_expm1)
+#undef TL_LANES_UNARY_HOST_DOUBLE
 #undef TL_LANES_UNARY
-// exp of doubles through the branch-free host_exp (on the host), so the lane loop
-// vectorizes; floats already use a vectorizable exp.
-template <class T, std::size_t K>
-TL_HD TL_INLINE lanes<T, K> exp(const lanes<T, K>& a) {
-  lanes<T, K> r;
-  for (std::size_t k = 0; k < K; ++k) {
-#if TL_ON_DEVICE
-    r.v[k] = exp(a.v[k]);
-#else
-    if constexpr (std::is_same_v<T, double>) r.v[k] = detail::host_exp(a.v[k]);
-    else r.v[k] = exp(a.v[k]);
-#endif
-  }
-  return r;
-}
-// expm1 likewise (elu's value): doubles through host_expm1.
-template <class T, std::size_t K>
-TL_HD TL_INLINE lanes<T, K> expm1(const lanes<T, K>& a) {
-  lanes<T, K> r;
-  for (std::size_t k = 0; k < K; ++k) {
-#if TL_ON_DEVICE
-    r.v[k] = expm1(a.v[k]);
-#else
-    if constexpr (std::is_same_v<T, double>) r.v[k] = detail::host_expm1(a.v[k]);
-    else r.v[k] = expm1(a.v[k]);
-#endif
-  }
-  return r;
-}
 // sqrt, as correctly rounded as std::sqrt. In a loop, g++ keeps std::sqrt a scalar
 // instruction and a branch to the C library's (which may set errno) unless
 // -fno-math-errno, so nothing around it vectorizes either (the CPU's Adam step ran at
