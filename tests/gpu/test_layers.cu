@@ -61,6 +61,23 @@ __global__ void activation_kernel(Activation act, const float* x, float* y, floa
   if (i < n) y[i] = act.value_and_derivative(x[i], d[i]);
 }
 
+// An activation's values and slopes at xs, computed in a kernel.
+struct device_activation_values {
+  std::vector<float> values, slopes;
+};
+template <class Activation>
+device_activation_values on_device(const Activation& act, const std::vector<float>& xs) {
+  const int n = int(xs.size());
+  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
+  activation_kernel<<<(n + 63) / 64, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
+                                           thrust::raw_pointer_cast(dd.data()), n);
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  device_activation_values out{std::vector<float>(n), std::vector<float>(n)};
+  thrust::copy(dy.begin(), dy.end(), out.values.begin());
+  thrust::copy(dd.begin(), dd.end(), out.slopes.begin());
+  return out;
+}
+
 // A lambda activation evaluated in a kernel equals the same object on the host. (It
 // did not while expression nodes used [[no_unique_address]]: nvcc's device compiler
 // ignores it, so host and device laid the same object out differently, 104 and 192
@@ -70,15 +87,8 @@ TEST(GpuLayers, LambdaActivationValuesMatchHost) {
   const auto act = layer.activation;
   std::vector<float> xs;
   for (float x = -4.0f; x <= 4.0f; x += 0.37f) xs.push_back(x);
-  const int n = int(xs.size());
-  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
-  activation_kernel<<<1, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
-                               thrust::raw_pointer_cast(dd.data()), n);
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> ys(n), ds(n);
-  thrust::copy(dy.begin(), dy.end(), ys.begin());
-  thrust::copy(dd.begin(), dd.end(), ds.begin());
-  for (int i = 0; i < n; ++i) {
+  const auto [ys, ds] = on_device(act, xs);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
     float d;
     const float y = act.value_and_derivative(xs[i], d);
     EXPECT_NEAR(ys[i], y, 1e-5f * std::max(1.0f, std::abs(y))) << "x = " << xs[i];
@@ -93,16 +103,9 @@ TEST(GpuLayers, BuiltInActivationValuesMatchHost) {
   std::vector<float> xs;
   for (float x = -30.0f; x <= 8.0f; x += 0.173f) xs.push_back(x);
   xs.push_back(-1e-6f);
-  const int n = int(xs.size());
   const auto check = [&](const auto& act, const char* name) {
-    thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
-    activation_kernel<<<(n + 63) / 64, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
-                                             thrust::raw_pointer_cast(dd.data()), n);
-    TL_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> ys(n), ds(n);
-    thrust::copy(dy.begin(), dy.end(), ys.begin());
-    thrust::copy(dd.begin(), dd.end(), ds.begin());
-    for (int i = 0; i < n; ++i) {
+    const auto [ys, ds] = on_device(act, xs);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
       float d;
       const float y = act.value_and_derivative(xs[i], d);
       // relative, with an absolute floor at erf's host error (4.4e-7)
@@ -116,12 +119,8 @@ TEST(GpuLayers, BuiltInActivationValuesMatchHost) {
   check(tl::softplus, "softplus");
   check(tl::silu, "silu");
   // elu far below 0: both sides keep e^x's relative accuracy.
-  float d_host, d_device;
-  thrust::device_vector<float> dx(1, -25.0f), dy(1), dd(1);
-  activation_kernel<<<1, 1>>>(tl::elu, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
-                              thrust::raw_pointer_cast(dd.data()), 1);
-  TL_CUDA_CHECK(cudaDeviceSynchronize());
-  d_device = dd[0];
+  float d_host;
+  const float d_device = on_device(tl::elu, {-25.0f}).slopes[0];
   (void)tl::elu.value_and_derivative(-25.0f, d_host);
   EXPECT_NEAR(d_device, std::exp(-25.0), 1e-6 * std::exp(-25.0));
   EXPECT_NEAR(d_host, std::exp(-25.0), 1e-6 * std::exp(-25.0));
