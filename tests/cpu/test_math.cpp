@@ -184,3 +184,53 @@ TEST(FastMath, Expm1SpecialValues) {
     EXPECT_EQ(tl::math::expm1(-x), -x) << x;
   }
 }
+
+namespace tl::math::detail {  // the float and double forms under one name, for the test below
+inline float host_expm1_any(float x) { return host_expm1f(x); }
+inline double host_expm1_any(double x) { return host_expm1(x); }
+inline float host_expm1_and_exp_nonpositive_any(float x, float& e) { return host_expm1f_and_expf_nonpositive(x, e); }
+inline double host_expm1_and_exp_nonpositive_any(double x, double& e) { return host_expm1_and_exp_nonpositive(x, e); }
+}  // namespace tl::math::detail
+
+// ELU's one reduction for e^x - 1 and e^x (x <= 0): the first is expm1's to the bit,
+// float and double; the second within 3 ulp of exp down to the normals' end, within a
+// subnormal step below, then 0. (A reduction that got 2^n wrong, or an e^x formed as
+// (e^x - 1) + 1, fails this: from x = -17 that gives 0 or a few digits in float.)
+TEST(FastMath, Expm1AndExpOfNonPositiveFromOneReduction) {
+  const auto check = [](auto top, auto bottom, auto normal_end, auto step, double ulp) {
+    using T = decltype(top);
+    const double subnormal = std::numeric_limits<T>::denorm_min();
+    double worst = 0;
+    for (T x = top; x >= bottom; x -= step) {
+      T e = -1;
+      const T m = tl::math::detail::host_expm1_and_exp_nonpositive_any(x, e);
+      ASSERT_EQ(m, tl::math::detail::host_expm1_any(x)) << x;
+      const long double exact = std::exp(static_cast<long double>(x));
+      if (x >= normal_end) worst = std::max(worst, double(std::abs((e - exact) / exact)));
+      else ASSERT_LE(std::abs(e - exact), std::max<long double>(subnormal, 3 * ulp * exact)) << x;
+    }
+    std::printf("e^x beside expm1, %zu-byte: worst relative error %.3g (normal results)\n", sizeof(T), worst);
+    EXPECT_LT(worst, 3 * ulp) << "e^x, " << sizeof(T) << "-byte";
+  };
+  check(0.0f, -104.0f, -87.3f, 0.00317f, 5.96e-8);
+  check(0.0, -746.0, -708.3, 0.0213, 1.11e-16);
+  for (float a = 1e-30f; a < 1.0f; a *= 1.37f) {  // near 0, where e^x - 1 needs its own digits
+    float e;
+    EXPECT_EQ(tl::math::detail::host_expm1f_and_expf_nonpositive(-a, e), tl::math::expm1(-a)) << a;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  float e = 0;
+  EXPECT_TRUE(std::signbit(tl::math::detail::host_expm1f_and_expf_nonpositive(-0.0f, e)));
+  EXPECT_EQ(e, 1.0f);
+  EXPECT_EQ(tl::math::detail::host_expm1f_and_expf_nonpositive(-inf, e), -1.0f);
+  EXPECT_EQ(e, 0.0f);
+  EXPECT_EQ(tl::math::detail::host_expm1f_and_expf_nonpositive(-105.0f, e), -1.0f);
+  EXPECT_EQ(e, 0.0f);
+  EXPECT_TRUE(std::isnan(tl::math::detail::host_expm1f_and_expf_nonpositive(std::numeric_limits<float>::quiet_NaN(), e)));
+  EXPECT_TRUE(std::isnan(e));
+  double d = 0;
+  EXPECT_EQ(tl::math::detail::host_expm1_and_exp_nonpositive(-1000.0, d), -1.0);
+  EXPECT_EQ(d, 0.0);
+  EXPECT_TRUE(std::signbit(tl::math::detail::host_expm1_and_exp_nonpositive(-0.0, d)));
+  EXPECT_EQ(d, 1.0);
+}

@@ -56,6 +56,12 @@ template <class T> TL_HD dual<T> sin(dual<T> a) { return {sin(a.value), cos(a.va
 template <class T> TL_HD dual<T> cos(dual<T> a) { return {cos(a.value), -sin(a.value) * a.tangent}; }
 template <class T> TL_HD dual<T> tanh(dual<T> a) { const T y = tanh(a.value); return {y, (T(1) - y * y) * a.tangent}; }
 template <class T> TL_HD dual<T> expm1(dual<T> a) { return {expm1(a.value), exp(a.value) * a.tangent}; }
+template <class T> TL_HD dual<T> expm1_and_exp_nonpositive(dual<T> a, dual<T>& exp_a) {
+  T e;
+  const T m = expm1_and_exp_nonpositive(a.value, e);
+  exp_a = {e, e * a.tangent};
+  return {m, e * a.tangent};
+}
 template <class T> TL_HD dual<T> tan(dual<T> a) { const T y = tan(a.value); return {y, (T(1) + y * y) * a.tangent}; }
 template <class T> TL_HD dual<T> atan(dual<T> a) { return {atan(a.value), a.tangent / (T(1) + a.value * a.value)}; }
 template <class T> TL_HD dual<T> sinh(dual<T> a) { return {sinh(a.value), cosh(a.value) * a.tangent}; }

@@ -118,6 +118,22 @@ TL_LANES_UNARY(abs)
 TL_LANES_UNARY_HOST_DOUBLE(exp, host_exp)
 TL_LANES_UNARY_HOST_DOUBLE(expm1, host_expm1)
 #undef TL_LANES_UNARY_HOST_DOUBLE
+// ELU's e^x - 1 and e^x of x <= 0, lane by lane; doubles on the host through the
+// vectorizable one-reduction form (math.hpp).
+template <class T, std::size_t K>
+TL_HD TL_INLINE lanes<T, K> expm1_and_exp_nonpositive(const lanes<T, K>& a, lanes<T, K>& exp_a) {
+  lanes<T, K> r;
+  for (std::size_t k = 0; k < K; ++k) {
+#if !TL_ON_DEVICE
+    if constexpr (std::is_same_v<T, double>) {
+      r.v[k] = detail::host_expm1_and_exp_nonpositive(a.v[k], exp_a.v[k]);
+      continue;
+    }
+#endif
+    r.v[k] = expm1_and_exp_nonpositive(a.v[k], exp_a.v[k]);
+  }
+  return r;
+}
 #undef TL_LANES_UNARY
 // sqrt, as correctly rounded as std::sqrt. In a loop, g++ keeps std::sqrt a scalar
 // instruction and a branch to the C library's (which may set errno) unless

@@ -72,6 +72,7 @@ TL_INLINE float host_expf(float x) {
 // adds to 1 and so needs only where e^v is below 2^-9.
 struct exp_parts {
   float scale, em1_r;
+  std::int32_t n;  // scale's exponent (host_expm1f_and_expf_nonpositive splits it)
 };
 template <bool Exact>
 TL_INLINE exp_parts host_exp_parts(float v) {
@@ -93,7 +94,7 @@ TL_INLINE exp_parts host_exp_parts(float v) {
   p = p * r + 4.1667201778e-2f;
   p = p * r + 1.6666543178e-1f;
   p = p * r + 4.9999998144e-1f;
-  return {bits_to_float((n_int + 127) << 23), p * (r * r) + r};
+  return {bits_to_float((n_int + 127) << 23), p * (r * r) + r, n_int};
 }
 
 // e^x - 1 (expm1f) without a libm call, so that loops over it vectorize (ELU layers).
@@ -111,6 +112,23 @@ TL_INLINE float host_expm1f(float x) {
   const float large = host_expf(x);
   const float small = x == 0.0f ? x : m;  // -0 stays -0
   return x > 30.0f ? large : small;
+}
+
+// e^x - 1 and e^x for x <= 0 from one reduction (ELU's value and slope, where
+// host_expm1f and host_expf would each reduce x, and host_expm1f a second time for an
+// arm x > 30 that ELU never takes). The first is host_expm1f's to the bit; e^x is
+// 2^n e^r with 2^n in two factors, so it keeps its relative accuracy to the bottom of
+// the normal floats and runs through the subnormals to 0 at -104, as host_expf. -0
+// gives -0 and 1; a NaN stays NaN; -inf gives -1 and 0.
+TL_INLINE float host_expm1f_and_expf_nonpositive(float x, float& exp_x) {
+  const float v = x < -104.0f ? -104.0f : x;  // n >= -150 (a NaN passes)
+  const exp_parts e = host_exp_parts<true>(v);
+  const std::int32_t half = e.n / 2;
+  const float high = bits_to_float((half + 127) << 23), low = bits_to_float((e.n - half + 127) << 23);
+  const float scale = high * low;  // 2^n exactly; subnormal below 2^-126, 0 below 2^-149
+  exp_x = (high * e.em1_r + high) * low;
+  const float m = scale * e.em1_r + (scale - 1.0f);  // -1 once 2^n is below -1's last bit
+  return x == 0.0f ? x : m;
 }
 
 // tanh(a) = -m / (2 + m) with m = e^{-2a} - 1, a = |x|. Why this form: m comes out of
@@ -237,6 +255,20 @@ TL_INLINE double host_expm1(double x) {
   const double small = x == 0.0 ? x : m;  // -0 stays -0
   return x > 40.0 ? large : small;
 }
+// e^x - 1 and e^x for x <= 0 from one reduction, as host_expm1f_and_expf_nonpositive
+// for floats (ELU on lanes of doubles): the first is host_expm1's to the bit, the
+// second host_exp's (but at its underflow threshold, -745.13, within a subnormal step).
+TL_INLINE double host_expm1_and_exp_nonpositive(double x, double& exp_x) {
+  const double v = x < -746.0 ? -746.0 : x;  // as host_exp's clamp (a NaN passes)
+  const exp_parts_double e = host_exp_parts(v);
+  constexpr double round_magic = 6755399441055744.0;  // n/2 as in host_exp
+  const std::int64_t half = double_to_bits(e.n_real * 0.5 + round_magic) - double_to_bits(round_magic);
+  const double high = bits_to_double((half + 1023) << 52), low = bits_to_double((e.n - half + 1023) << 52);
+  const double scale = high * low;  // 2^n exactly, subnormal or 0 at the bottom
+  exp_x = (1.0 + e.em1_r) * high * low;
+  const double m = scale * e.em1_r + (scale - 1.0);
+  return x == 0.0 ? x : m;
+}
 }  // namespace detail
 
 #if TL_ON_DEVICE
@@ -258,6 +290,21 @@ TL_HD inline float expm1(float x) { return detail::host_expm1f(x); }
 TL_HD inline double exp(double x) { return ::exp(x); }
 TL_HD inline double tanh(double x) { return ::tanh(x); }
 TL_HD inline double expm1(double x) { return ::expm1(x); }
+// e^x - 1, with e^x in exp_x, for x <= 0 (ELU's value and slope): on the host, float
+// takes one reduction for both; scalar doubles stay libm's, and device code CUDA's.
+// (Lanes and duals: core/lanes.hpp, core/dual.hpp.)
+TL_HD inline float expm1_and_exp_nonpositive(float x, float& exp_x) {
+#if TL_ON_DEVICE
+  exp_x = ::expf(x);
+  return ::expm1f(x);
+#else
+  return detail::host_expm1f_and_expf_nonpositive(x, exp_x);
+#endif
+}
+TL_HD inline double expm1_and_exp_nonpositive(double x, double& exp_x) {
+  exp_x = ::exp(x);
+  return ::expm1(x);
+}
 
 // The rest map to the C library (host) or CUDA's math library (device), float and double.
 #define TL_MATH_LIBM(NAME)                                          \

@@ -191,14 +191,16 @@ struct elu_fn : unary_function<elu_fn> {
   static constexpr const char* name = "elu";
   double alpha;
   constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {}
-  // alpha (e^x - 1) through expm1, and its slope alpha e^x through exp: formed from
-  // e^x - 1, the value lost its digits near 0, and the float slope (value + alpha) was
-  // off by 4e-4 at x = -10, 44 % at -17 and 0 below -17.33, where e^x is below 1's
-  // last bit.
+  // alpha (e^x - 1) through expm1, and its slope alpha e^x through exp, both from one
+  // reduction on the host: formed from e^x - 1, the value lost its digits near 0, and
+  // the float slope (value + alpha) was off by 4e-4 at x = -10, 44 % at -17 and 0 below
+  // -17.33, where e^x is below 1's last bit.
   template <class T> TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
     const T non_positive = math::select(x > T(0), T(0), x);
-    d = math::select(x > T(0), T(1), T(alpha) * math::exp(non_positive));
-    return math::select(x > T(0), x, T(alpha) * math::expm1(non_positive));
+    T exp_x;
+    const T expm1_x = math::expm1_and_exp_nonpositive(non_positive, exp_x);
+    d = math::select(x > T(0), T(1), T(alpha) * exp_x);
+    return math::select(x > T(0), x, T(alpha) * expm1_x);
   }
 };
 inline constexpr elu_fn elu{};
