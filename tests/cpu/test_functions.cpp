@@ -111,9 +111,22 @@ TEST(Functions, MinMaxAndWhere) {
   }
   // A NaN on either side is the result (max(3, NaN) was 3), reductions included.
   const double nan = std::nan("");
-  for (const P2& q : {P2{nan, 3.0}, P2{3.0, nan}}) {
-    EXPECT_TRUE(std::isnan(tl::value_and_grad([](auto x, auto y) { return tl::max(x, y); }, q).value));
-    EXPECT_TRUE(std::isnan(tl::value_and_grad([](auto x, auto y) { return tl::min(x, y); }, q).value));
+  // Neither side gets a derivative then (not a tie: JAX's (0, 0); it gave both half).
+  for (const P2& q : {P2{nan, 3.0}, P2{3.0, nan}, P2{nan, nan}}) {
+    const auto of_max = tl::value_and_grad([](auto x, auto y) { return tl::max(x, y); }, q);
+    const auto of_min = tl::value_and_grad([](auto x, auto y) { return tl::min(x, y); }, q);
+    EXPECT_TRUE(std::isnan(of_max.value));
+    EXPECT_TRUE(std::isnan(of_min.value));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(of_max.gradient[i], 0.0) << i;
+      EXPECT_EQ(of_min.gradient[i], 0.0) << i;
+    }
+  }
+  // Away from ties and NaN, one side takes it all, either order.
+  for (const P2& q : {P2{1.0, 2.0}, P2{2.0, 1.0}}) {
+    const auto g = tl::grad([](auto x, auto y) { return tl::max(x, y) + 3.0 * tl::min(x, y); }, q);
+    EXPECT_EQ(g[0], q[0] > q[1] ? 1.0 : 3.0);
+    EXPECT_EQ(g[1], q[1] > q[0] ? 1.0 : 3.0);
   }
   const auto reduced = tl::value_and_grad(
       [](auto x, auto y) { return tl::max(tl::make_array(x, y, 3.0 * x)) + tl::min(tl::make_array(x, y)); },

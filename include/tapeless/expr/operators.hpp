@@ -29,18 +29,20 @@ struct divide_op {
 };
 // At a tie each side gets half the adjoint (the mean of the one-sided derivatives).
 // A NaN on either side is the result, as in JAX and PyTorch: max(3, NaN) was 3, so a
-// NaN output could vanish inside a loss and the non-finite checks never saw it.
+// NaN output could vanish inside a loss and the non-finite checks never saw it. With a
+// NaN neither side gets a derivative (no tie: NaN == x is false), as JAX's rule gives
+// (it gave both half).
 struct max_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
-    da = math::select(a > b, T(1), math::select(a < b, T(0), T(0.5)));
-    db = T(1) - da;
+    da = math::select(a > b, T(1), math::select(a == b, T(0.5), T(0)));
+    db = math::select(b > a, T(1), math::select(a == b, T(0.5), T(0)));
     return math::select(b == b, math::select(a < b, b, math::select(a > b, a, math::at_tie(a, b))), b);
   }
 };
 struct min_op {
   template <class T> TL_HD static T apply(T a, T b, T& da, T& db) {
-    da = math::select(a < b, T(1), math::select(a > b, T(0), T(0.5)));
-    db = T(1) - da;
+    da = math::select(a < b, T(1), math::select(a == b, T(0.5), T(0)));
+    db = math::select(b < a, T(1), math::select(a == b, T(0.5), T(0)));
     return math::select(b == b, math::select(b < a, b, math::select(a < b, a, math::at_tie(a, b))), b);
   }
 };
