@@ -143,7 +143,7 @@ TEST(Npy, RejectsMalformedFilesAndLeavesTheDestinationUnchanged) {
       {npy_bytes("{'descr': '<f4' 'fortran_order': False, 'shape': (2, 3), }", six), "expected ',' or '}'"},
       {no_newline, "must end with spaces and one '\\n'"},
       {npy_bytes(good, six.substr(0, 23)), "truncated: the shape needs 24 bytes, the file has 23"},
-      {npy_bytes(good, six + "x"), "1 bytes of trailing data"},
+      {npy_bytes(good, six + "x"), "1 byte of trailing data"},
       // A huge shape is refused by arithmetic on the header, before anything is allocated.
       {npy_bytes(dict("<f4", "False", "(4294967296, 4294967296)"), six), "more elements than fit in memory"},
       {npy_bytes(dict("<f4", "False", "(1000000000, 1000)"), six), "truncated: the shape needs 4000000000000 bytes"},

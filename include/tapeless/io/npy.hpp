@@ -186,7 +186,7 @@ inline npy_header parse_npy_header(const std::filesystem::path& file, std::span<
                              std::to_string(available) + " after the header");
   }
   if (available > data_bytes) {
-    throw_io_error(file, std::to_string(available - data_bytes) + " bytes of trailing data after the array");
+    throw_io_error(file, std::to_string(available - data_bytes) + (available - data_bytes == 1 ? " byte" : " bytes") + " of trailing data after the array");
   }
   return header;
 }

@@ -390,7 +390,7 @@ inline void safetensors_file::check_regions_tile_the_data(std::size_t data_start
   }
   const std::size_t data_size = buffer_.size() - data_start;
   if (covered != data_size) {
-    detail::throw_io_error(path_, std::to_string(data_size - covered) + " bytes of trailing data after the last tensor");
+    detail::throw_io_error(path_, std::to_string(data_size - covered) + (data_size - covered == 1 ? " byte" : " bytes") + " of trailing data after the last tensor");
   }
 }
 

@@ -105,4 +105,23 @@ void check_batch(const char* where, const X& x, const Y* y = nullptr) {
 }
 }  // namespace detail
 
+// The model before the loss (value_and_grad(model, tl::mse, ...), as a PyTorch user
+// may write it) matched no overload, and g++ listed the candidates in 28 lines; these
+// say it in one. (Never viable for a right call: a loss is not a model.) They return
+// what the right call would, so that the assertion is the only error.
+template <model Model, class Loss, class T, class... Batches>
+  requires(!model<Loss>)
+loss_and_gradient<Model, T> value_and_grad(const Model&, const Loss&, const parameters<Model, T>&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: value_and_grad takes the loss first: tl::value_and_grad(loss, model, params, x, y)");
+  return {};
+}
+template <model Model, class Loss, class T, class... Batches>
+  requires(!model<Loss>)
+T evaluate_loss(const Model&, const Loss&, const parameters<Model, T>&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
+  return {};
+}
+
 }  // namespace tl
