@@ -155,10 +155,8 @@ template <class T>
 void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device_indices& indices, std::size_t first,
                                           std::size_t count) const {
   if (&out == this) throw std::invalid_argument("tapeless::device_matrix::samples_into: `out` is the matrix cut from");
-  if (first > indices.size() || count > indices.size() - first)
-    throw shape_error("tapeless::device_matrix::samples_into: indices [" + std::to_string(first) + ", " +
-                      std::to_string(first) + " + " + std::to_string(count) + ") of " +
-                      std::to_string(indices.size()) + " device indices");
+  detail::check_sample_range("device_matrix::samples_into", first, count, indices.size(), "indices",
+                             "the device indices, which number");
   if (!indices.all_below(sample_count))
     throw shape_error("tapeless::device_matrix::samples_into: the device indices hold sample " +
                       std::to_string(indices.largest()) + ", the matrix has " + std::to_string(sample_count) +

@@ -20,11 +20,14 @@ namespace tl {
 
 namespace detail {
 // A mini-batch's samples must lie in the batch (host and device matrices alike).
-inline void check_sample_range(const char* where, std::size_t first, std::size_t count, std::size_t batch) {
-  if (first > batch || count > batch - first) {
-    throw shape_error(std::string("tapeless::") + where + ": samples [" + std::to_string(first) + ", " +
-                      std::to_string(first) + " + " + std::to_string(count) + ") run past the batch of " +
-                      std::to_string(batch));
+// [first, first + count) within `size` things (written so that first + count cannot
+// overflow); else a shape_error: "<where>: samples [3, 3 + 3) run past the batch of 5".
+inline void check_sample_range(const char* where, std::size_t first, std::size_t count, std::size_t size,
+                               const char* things = "samples", const char* past = "the batch of") {
+  if (first > size || count > size - first) {
+    throw shape_error(std::string("tapeless::") + where + ": " + things + " [" + std::to_string(first) + ", " +
+                      std::to_string(first) + " + " + std::to_string(count) + ") run past " + past + " " +
+                      std::to_string(size));
   }
 }
 inline void check_sample_indices(const char* where, std::span<const std::size_t> indices, std::size_t batch) {
