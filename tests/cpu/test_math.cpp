@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
+#include "tapeless/core/lanes.hpp"
 #include "tapeless/core/math.hpp"
 
 TEST(FastMath, ExpRelativeErrorBelowThreeUlp) {
@@ -233,4 +235,31 @@ TEST(FastMath, Expm1AndExpOfNonPositiveFromOneReduction) {
   EXPECT_EQ(d, 0.0);
   EXPECT_TRUE(std::signbit(tl::math::detail::host_expm1_and_exp_nonpositive(-0.0, d)));
   EXPECT_EQ(d, 1.0);
+}
+
+// The lanes' square root (Adam's step, layer_norm) is correctly rounded in every form
+// the host takes (AVX-512 builtins, SSE, std::sqrt): bit for bit std::sqrt's, float and
+// double, with 0, -0, infinity, NaN and a negative value among the lanes.
+TEST(FastMath, LaneSquareRootsAreStdSqrts) {
+  const auto check = [](auto scale) {
+    using T = decltype(scale);
+    tl::lanes<T, 16> a;
+    for (int round = 0; round < 500; ++round) {
+      for (std::size_t k = 0; k < 16; ++k) a.v[k] = scale * T(round * 16 + k + 1) / T(7.3);
+      if (round == 0) {
+        a.v[0] = T(0), a.v[1] = -T(0), a.v[2] = std::numeric_limits<T>::infinity();
+        a.v[3] = std::numeric_limits<T>::quiet_NaN(), a.v[4] = T(-2), a.v[5] = std::numeric_limits<T>::denorm_min();
+      }
+      const auto r = tl::math::sqrt(a);
+      for (std::size_t k = 0; k < 16; ++k) {
+        const T expected = std::sqrt(a.v[k]);
+        if (std::isnan(expected)) EXPECT_TRUE(std::isnan(r.v[k])) << a.v[k];
+        else EXPECT_EQ(std::memcmp(&r.v[k], &expected, sizeof(T)), 0) << a.v[k] << ": " << r.v[k] << " against " << expected;
+      }
+    }
+  };
+  check(1.0f);
+  check(1e-30f);
+  check(1.0);
+  check(1e300);
 }
