@@ -229,18 +229,33 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   double total = 0.0;
   for (std::size_t t = 0; t < threads; ++t) total += ws.loss[t];
   const double scale = 1.0 / Loss::denominator(Model::outputs, batch);
-  // Each parameter's sum over threads in thread order, whichever part computes it.
-  const std::size_t join_parts = cpu_threads_for_values(P);
+  // Each parameter's sum over threads in thread order, whichever part computes it. The
+  // join reads threads x P sums, so its parts follow that count (by P alone, a 16-thread
+  // step of a 2-256x3-1 model at 1000 samples joined 2.1 M sums on 2 threads); each part
+  // adds a block of parameters thread after thread, a vector loop over each thread's
+  // contiguous sums, with the block in L1.
+  const std::size_t join_parts = std::min(cpu_threads_for_values(P * threads), std::max<std::size_t>(1, P / 1024));
   ws.check.assign(join_parts, 0.0);
   for_each_part(P, join_parts, [&](std::size_t part, std::size_t first, std::size_t last) {
-    double check = 0.0;
-    for (std::size_t p = first; p < last; ++p) {
-      double sum = 0.0;
-      for (std::size_t t = 0; t < threads; ++t) sum += ws.wide_gradient[t * wide_stride + p];
-      grad[p] = static_cast<T>(sum * scale);
-      check += 0.0 * sum;  // 0 unless some sum is NaN or infinite
+    constexpr std::size_t block = 1024, K = 16;  // 8 KB of sums
+    alignas(64) double sum[block];
+    // 0 unless some sum is NaN or infinite; in K independent lanes (one running sum
+    // was a chain of dependent adds, 4 cycles a parameter: 156 us for 133 k)
+    double check[K] = {};
+    for (std::size_t p0 = first; p0 < last; p0 += block) {
+      const std::size_t n = std::min(block, last - p0);
+      std::fill(sum, sum + block, 0.0);
+      for (std::size_t t = 0; t < threads; ++t) {
+        const double* from = ws.wide_gradient.data() + t * wide_stride + p0;
+        for (std::size_t i = 0; i < n; ++i) sum[i] += from[i];
+      }
+      for (std::size_t i = 0; i < n; ++i) grad[p0 + i] = static_cast<T>(sum[i] * scale);
+      for (std::size_t i = 0; i < block; i += K)  // (past n: zeros)
+        for (std::size_t k = 0; k < K; ++k) check[k] += 0.0 * sum[i + k];
     }
-    ws.check[part] = check;
+    double any = 0.0;
+    for (const double c : check) any += c;
+    ws.check[part] = any;
   });
   double check = 0.0;
   for (const double c : ws.check) check += c;

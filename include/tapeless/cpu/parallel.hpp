@@ -108,8 +108,12 @@ void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass, st
 // Elementwise work over a step's parameters (the blocked pass's packed weights and
 // the join of its per-thread sums, the optimizer's update): values per thread below
 // which a second thread costs more than it saves (a waking worker costs microseconds,
-// a value a few nanoseconds).
-inline constexpr std::size_t cpu_values_per_thread = std::size_t(1) << 16;
+// a value a few nanoseconds: Adam's update about 2 ns a float parameter on one core,
+// so 2^14 of them are ~30 us; right after a step's pass the workers are still
+// spinning). 2^16 kept a 2-128x3-1 model's (33 k parameters) packing, join and
+// update on one thread: 1.13x a step at 1000 samples on 2 cores, 1.45x at 16
+// (docs/performance.md, 2026-12-07 (later)).
+inline constexpr std::size_t cpu_values_per_thread = std::size_t(1) << 14;
 
 // Runs part(t, first, last) for t < parts over contiguous ranges of [0, n), on the
 // pool when parts > 1.
