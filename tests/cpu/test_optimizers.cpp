@@ -63,6 +63,22 @@ TEST(Optimizers, Adam) {
   expect_close(run(tl::adam{0.003f, 0.8f, 0.99f, 1e-6f}), adam_reference(0.003, 0.8, 0.99, 1e-6, 0.0));
 }
 
+// The update itself, not only the parameter, within float rounding of the float64
+// rule: from p = 0 the parameter is the update, over 16 lanes and one by one. With
+// 1 - beta2 formed in float from a float beta2 (9.9998713e-4, not 1e-3), the first step
+// was 6.6e-6 relative off, which the tolerance above (2e-6 of a parameter of size 1)
+// let through; PyTorch's float32 Adam gives -0.000999999931 here.
+TEST(Optimizers, AdamUpdateWithinFloatRoundingOfTheRule) {
+  for (const std::size_t n : {std::size_t(1), std::size_t(16)}) {
+    std::vector<float> p(n, 0.0f), state(2 * n, 0.0f), g(n, 1.0f);
+    tl::detail::optimizer_step(tl::adam{0.001}, 1, p.data(), g.data(), state.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(p[i], -0.001, 2e-7 * 0.001) << n;
+      EXPECT_EQ(p[i], -0.000999999931f) << n;  // PyTorch 2.x, torch.optim.Adam(lr=1e-3), float32
+    }
+  }
+}
+
 TEST(Optimizers, AdamW) {
   expect_close(run(tl::adamw{0.01}), adam_reference(0.01, 0.9, 0.999, 1e-8, 0.01));
   expect_close(run(tl::adamw{0.02, 0.9, 0.999, 1e-8, 0.1}), adam_reference(0.02, 0.9, 0.999, 1e-8, 0.1));

@@ -72,21 +72,30 @@ struct adam {
   static constexpr bool generic_update = true;
   static constexpr std::size_t state_slots = 2;
   static constexpr const char* slot_names[state_slots] = {"exp_avg", "exp_avg_sq"};  // PyTorch's names
-  // PyTorch's step, with its scalars formed in double once a step: step_size = lr /
-  // (1 - beta1^t) and sqrt(1 - beta2^t), so that a parameter's update takes one square
-  // root and two divisions, p -= step_size m / (sqrt(v) / sqrt_bias2 + eps) (it took
-  // three, (m / bias1) / (sqrt(v / bias2) + eps): 2.6 ns a float parameter on the host,
-  // 38 % of a 2-256x3-1 step at 16 samples).
-  template <class T> struct constants { T beta1, beta2, eps, step_size, sqrt_bias2, keep; };
+  // PyTorch's single-tensor step (torch/optim/adam.py), its scalars formed in double
+  // once a step as Python does: m.lerp_(g, 1 - beta1); v.mul_(beta2).addcmul_(g, g,
+  // value=1 - beta2); denom = sqrt(v) / sqrt(1 - beta2^t) + eps; p.addcdiv_(m, denom,
+  // value=-lr / (1 - beta1^t)), each with its own grouping. (1 - beta formed in float
+  // from a float beta was 1.3e-5 off for 0.999: the first step 6.6e-6 relative off; and
+  // three divisions a parameter, (m / bias1) / (sqrt(v / bias2) + eps), cost 2.6 ns a
+  // float parameter on the host where this takes 0.6.) Fused multiply-adds, where the
+  // compiler contracts, still differ from PyTorch's CPU kernels in the last bits.
+  template <class T> struct constants {
+    T beta2, one_minus_beta1, one_minus_beta2, eps, minus_step_size, sqrt_bias2, keep;
+    bool lerp_from_m;  // 1 - beta1 < 1/2: lerp's first form (one branch for every lane)
+  };
   template <class T> TL_HD constants<T> at_step(long t) const {  // t counts from 1
-    return {T(beta1), T(beta2), T(eps), T(lr / (1.0 - ::pow(beta1, double(t)))),
-            T(::sqrt(1.0 - ::pow(beta2, double(t)))), T(1)};
+    return {T(beta2), T(1.0 - beta1), T(1.0 - beta2), T(eps), T(-lr / (1.0 - ::pow(beta1, double(t)))),
+            T(::sqrt(1.0 - ::pow(beta2, double(t)))), T(1), float(1.0 - beta1) < 0.5f};
   }
   template <class T> TL_HD static void update(const constants<T>& c, T& p, T g, T& m, T& v) {
     p *= c.keep;  // AdamW's decoupled decay, p (1 - lr weight_decay); 1 for Adam
-    m = c.beta1 * m + (T(1) - c.beta1) * g;
-    v = c.beta2 * v + (T(1) - c.beta2) * g * g;
-    p -= c.step_size * (m / (math::sqrt(v) / c.sqrt_bias2 + c.eps));
+    // lerp: m + w (g - m) for a weight below 1/2, else g - (g - m)(1 - w) (ATen's)
+    if (c.lerp_from_m) m = m + c.one_minus_beta1 * (g - m);
+    else m = g - (g - m) * (T(1) - c.one_minus_beta1);
+    v = v * c.beta2;
+    v = v + c.one_minus_beta2 * g * g;
+    p = p + c.minus_step_size * m / (math::sqrt(v) / c.sqrt_bias2 + c.eps);
   }
   void check(const char* who = name) const {
     detail::require_setting(detail::finite_at_least_zero(lr), who, "lr must be finite and >= 0", lr);
