@@ -123,5 +123,29 @@ T evaluate_loss(const Model&, const Loss&, const parameters<Model, T>&, const Ba
                 "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
   return {};
 }
+// The training state before the loss: evaluate_loss(state, tl::mse, x, y).
+template <class Model, class Optimizer, class T, class Loss, class... Batches>
+  requires(!model<Loss>)
+T evaluate_loss(const train_state<Model, Optimizer, T>&, const Loss&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, train_state, x, y)");
+  return {};
+}
+// Anything else after a model and a loss in that order (a train_state in the
+// parameters' place, say): the same message.
+template <model Model, class Loss, class First, class... Batches>
+  requires(!model<Loss>)
+double evaluate_loss(const Model&, const Loss&, const First&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
+  return {};
+}
+template <model Model, class Loss, class First, class... Batches>
+  requires(!model<Loss>)
+double value_and_grad(const Model&, const Loss&, const First&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: value_and_grad takes the loss first: tl::value_and_grad(loss, model, params, x, y)");
+  return {};
+}
 
 }  // namespace tl
