@@ -42,6 +42,17 @@ TEST(Functions, LeakyRelu) {
   check_unary(tl::leaky_relu, [](double x) { return x > 0 ? x : 0.01 * x; }, -3, 3, 10);
   check_unary(tl::leaky_relu_fn(0.2), [](double x) { return x > 0 ? x : 0.2 * x; }, -3, 3, 11);
 }
+// Settings that are not finite are refused where the activation is made (a NaN alpha
+// made every step's loss NaN with no cause named), as huber_loss's delta is.
+TEST(Functions, ParametrizedActivationsRefuseNonFiniteSettings) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (const double bad : {nan, inf, -inf}) {
+    EXPECT_THROW((void)tl::elu_fn(bad), std::invalid_argument) << bad;
+    EXPECT_THROW((void)tl::leaky_relu_fn(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_NO_THROW((void)tl::elu_fn(-1.0));  // as PyTorch takes it
+  EXPECT_NO_THROW((void)tl::leaky_relu_fn(-0.5));
+}
 TEST(Functions, Elu) {
   check_unary(tl::elu, [](double x) { return x > 0 ? x : std::exp(x) - 1; }, -3, 3, 12);
   check_unary(tl::elu_fn(0.5), [](double x) { return x > 0 ? x : 0.5 * (std::exp(x) - 1); }, -3, 3, 13);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -49,10 +48,10 @@ inline std::size_t cpu_thread_cap() {
     const std::size_t hardware = std::max<std::size_t>(1, std::thread::hardware_concurrency());
     if (const char* env = std::getenv("TAPELESS_CPU_THREADS"); env && *env) {
       char* end = nullptr;
-      errno = 0;
+      // (strtol would skip blanks and take a sign; past LONG_MAX it gives LONG_MAX, which
+      // the hardware caps as it caps any large count)
       const long n = std::strtol(env, &end, 10);
-      // (strtol would skip blanks and take a sign; past LONG_MAX it sets ERANGE)
-      if (n <= 0 || *end != '\0' || *env < '0' || *env > '9' || errno == ERANGE)
+      if (n <= 0 || *end != '\0' || *env < '0' || *env > '9')
         throw std::invalid_argument(std::string("tapeless: TAPELESS_CPU_THREADS must be a positive whole number, got '") +
                                     env + "'");
       return std::min<std::size_t>(hardware, static_cast<std::size_t>(n));

@@ -10,6 +10,8 @@
 // model (that model's step took twice as long).
 #pragma once
 
+#include <limits>
+#include <stdexcept>
 #include <type_traits>
 
 #include "tapeless/core/dual.hpp"   // before use: math::f(dual) and math::f(lanes) must be
@@ -179,7 +181,12 @@ TL_UNARY_FUNCTION(gelu_erf) {
 struct leaky_relu_fn : unary_function<leaky_relu_fn> {
   static constexpr const char* name = "leaky_relu";
   double alpha;
-  constexpr explicit leaky_relu_fn(double negative_slope = 0.01) : alpha(negative_slope) {}
+  // A NaN or infinite slope is std::invalid_argument here (it made every step's loss
+  // NaN with no cause named), as huber_loss's delta is.
+  constexpr explicit leaky_relu_fn(double negative_slope = 0.01) : alpha(negative_slope) {
+    if (!(negative_slope >= -std::numeric_limits<double>::max() && negative_slope <= std::numeric_limits<double>::max()))
+      throw std::invalid_argument("tapeless::leaky_relu_fn: the negative slope must be finite");
+  }
   template <class T> TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
     d = math::select(x > T(0), T(1), T(alpha));
     return math::select(x > T(0), x, T(alpha) * x);
@@ -190,7 +197,10 @@ inline constexpr leaky_relu_fn leaky_relu{};
 struct elu_fn : unary_function<elu_fn> {
   static constexpr const char* name = "elu";
   double alpha;
-  constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {}
+  constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {
+    if (!(scale >= -std::numeric_limits<double>::max() && scale <= std::numeric_limits<double>::max()))
+      throw std::invalid_argument("tapeless::elu_fn: alpha must be finite");
+  }
   // alpha (e^x - 1) through expm1, and its slope alpha e^x through exp, both from one
   // reduction on the host: formed from e^x - 1, the value lost its digits near 0, and
   // the float slope (value + alpha) was off by 4e-4 at x = -10, 44 % at -17 and 0 below

@@ -140,6 +140,19 @@ double evaluate_loss(const Model&, const Loss&, const First&, const Batches&...)
                 "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
   return {};
 }
+// And the loss before the state in a training step or fit (the state comes first there).
+template <class Loss, class Model, class Optimizer, class T, class... Rest>
+  requires(!model<Loss>)
+T train_step(const Loss&, train_state<Model, Optimizer, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0, "tapeless: train_step takes the state first: tl::train_step(state, loss, x, y)");
+  return {};
+}
+template <class Loss, class Model, class Optimizer, class T, class... Rest>
+  requires(!model<Loss>)
+fit_result fit(const Loss&, train_state<Model, Optimizer, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0, "tapeless: fit takes the state first: tl::fit(state, loss, x, y, epochs)");
+  return {};
+}
 template <model Model, class Loss, class First, class... Batches>
   requires(!model<Loss>)
 double value_and_grad(const Model&, const Loss&, const First&, const Batches&...) {
