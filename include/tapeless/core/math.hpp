@@ -29,6 +29,17 @@ TL_INLINE std::int32_t float_to_bits(float value) {
   return result;
 }
 
+// 2^n as two normal floats whose product is 2^n, for n in [-150, 128] (each factor
+// 2^(n/2) or 2^(n - n/2)): a result down to the subnormals or up to FLT_MAX is scaled in
+// two steps, neither of which leaves the normal range.
+struct pow2_factors {
+  float high, low;
+};
+TL_INLINE pow2_factors pow2_in_two_factors(std::int32_t n) {
+  const std::int32_t half = n / 2;
+  return {bits_to_float((half + 127) << 23), bits_to_float((n - half + 127) << 23)};
+}
+
 // Cephes-style expf: x = n ln2 + r, exp(r) by a degree-7 polynomial on |r| <= ln2/2,
 // then scaled by 2^n through the exponent bits, in two factors so that results down to
 // the subnormals (n >= -149) and up to FLT_MAX come out right. Past them: 0 and
@@ -56,9 +67,8 @@ TL_INLINE float host_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // 2^n as 2^(n/2) 2^(n - n/2): each a normal float for n in [-149, 128].
-  const std::int32_t half = n_int / 2;
-  const float y = p * bits_to_float((half + 127) << 23) * bits_to_float((n_int - half + 127) << 23);
+  const pow2_factors two_n = pow2_in_two_factors(n_int);
+  const float y = p * two_n.high * two_n.low;
   return underflow ? 0.0f : overflow ? bits_to_float(0x7f800000) : y;
 }
 
@@ -123,10 +133,9 @@ TL_INLINE float host_expm1f(float x) {
 TL_INLINE float host_expm1f_and_expf_nonpositive(float x, float& exp_x) {
   const float v = x < -104.0f ? -104.0f : x;  // n >= -150 (a NaN passes)
   const exp_parts e = host_exp_parts<true>(v);
-  const std::int32_t half = e.n / 2;
-  const float high = bits_to_float((half + 127) << 23), low = bits_to_float((e.n - half + 127) << 23);
-  const float scale = high * low;  // 2^n exactly; subnormal below 2^-126, 0 below 2^-149
-  exp_x = (high * e.em1_r + high) * low;
+  const pow2_factors two_n = pow2_in_two_factors(e.n);
+  const float scale = two_n.high * two_n.low;  // 2^n exactly; subnormal below 2^-126, 0 below 2^-149
+  exp_x = (two_n.high * e.em1_r + two_n.high) * two_n.low;
   const float m = scale * e.em1_r + (scale - 1.0f);  // -1 once 2^n is below -1's last bit
   return x == 0.0f ? x : m;
 }
@@ -224,6 +233,17 @@ TL_INLINE exp_parts_double host_exp_parts(double x) {
                    2.00000000000000000009e0;
   return {n_int, n, 2.0 * p / (q - p)};
 }
+// 2^n in two normal doubles, as pow2_in_two_factors for floats (n in [-1077, 1025]).
+// n/2 rounded by the same magic number as n (not e.n / 2: SSE2 has no 64-bit
+// arithmetic shift, and that loop stayed scalar without AVX-512).
+struct pow2_factors_double {
+  double high, low;
+};
+TL_INLINE pow2_factors_double pow2_in_two_factors(const exp_parts_double& e) {
+  constexpr double round_magic = 6755399441055744.0;  // as in host_exp_parts
+  const std::int64_t half = double_to_bits(e.n_real * 0.5 + round_magic) - double_to_bits(round_magic);
+  return {bits_to_double((half + 1023) << 52), bits_to_double((e.n - half + 1023) << 52)};
+}
 // Results from the subnormals to DBL_MAX, as host_expf does for floats: 2^n in two
 // factors, each a normal double for n in [-1077, 1025]; 0 and infinity past them (it
 // was clamped to [-708, 709], and gave infinity from 709 to 709.78 and 0 below -708).
@@ -232,12 +252,8 @@ TL_INLINE double host_exp(double x) {
   x = x < -746.0 ? -746.0 : x;
   x = x > 710.0 ? 710.0 : x;
   const exp_parts_double e = host_exp_parts(x);
-  // n/2 rounded by the same magic number as n (not e.n / 2: SSE2 has no 64-bit
-  // arithmetic shift, and that loop stayed scalar without AVX-512)
-  constexpr double round_magic = 6755399441055744.0;
-  const std::int64_t half = double_to_bits(e.n_real * 0.5 + round_magic) - double_to_bits(round_magic);
-  const double result =
-      (1.0 + e.em1_r) * bits_to_double((half + 1023) << 52) * bits_to_double((e.n - half + 1023) << 52);
+  const pow2_factors_double two_n = pow2_in_two_factors(e);
+  const double result = (1.0 + e.em1_r) * two_n.high * two_n.low;
   return underflow ? 0.0 : overflow ? bits_to_double(0x7ff0000000000000LL) : result;
 }
 // e^x - 1 for lanes of doubles, as host_expm1f for floats: 2^n (e^r - 1) + (2^n - 1),
@@ -261,11 +277,9 @@ TL_INLINE double host_expm1(double x) {
 TL_INLINE double host_expm1_and_exp_nonpositive(double x, double& exp_x) {
   const double v = x < -746.0 ? -746.0 : x;  // as host_exp's clamp (a NaN passes)
   const exp_parts_double e = host_exp_parts(v);
-  constexpr double round_magic = 6755399441055744.0;  // n/2 as in host_exp
-  const std::int64_t half = double_to_bits(e.n_real * 0.5 + round_magic) - double_to_bits(round_magic);
-  const double high = bits_to_double((half + 1023) << 52), low = bits_to_double((e.n - half + 1023) << 52);
-  const double scale = high * low;  // 2^n exactly, subnormal or 0 at the bottom
-  exp_x = (1.0 + e.em1_r) * high * low;
+  const pow2_factors_double two_n = pow2_in_two_factors(e);
+  const double scale = two_n.high * two_n.low;  // 2^n exactly, subnormal or 0 at the bottom
+  exp_x = (1.0 + e.em1_r) * two_n.high * two_n.low;
   const double m = scale * e.em1_r + (scale - 1.0);
   return x == 0.0 ? x : m;
 }
