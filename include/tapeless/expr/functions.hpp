@@ -178,13 +178,20 @@ TL_UNARY_FUNCTION(gelu_erf) {
 #undef TL_UNARY_FUNCTION
 
 // Functions with a parameter: the object carries it (default as in NNlib/PyTorch).
+namespace detail {
+// A finite setting (constexpr, where std::isfinite is not before C++23).
+constexpr bool finite_setting(double v) {
+  return v >= -std::numeric_limits<double>::max() && v <= std::numeric_limits<double>::max();
+}
+}  // namespace detail
+
 struct leaky_relu_fn : unary_function<leaky_relu_fn> {
   static constexpr const char* name = "leaky_relu";
   double alpha;
   // A NaN or infinite slope is std::invalid_argument here (it made every step's loss
   // NaN with no cause named), as huber_loss's delta is.
   constexpr explicit leaky_relu_fn(double negative_slope = 0.01) : alpha(negative_slope) {
-    if (!(negative_slope >= -std::numeric_limits<double>::max() && negative_slope <= std::numeric_limits<double>::max()))
+    if (!detail::finite_setting(negative_slope))
       throw std::invalid_argument("tapeless::leaky_relu_fn: the negative slope must be finite");
   }
   template <class T> TL_HD TL_INLINE T value_and_derivative(T x, T& d) const {
@@ -198,7 +205,7 @@ struct elu_fn : unary_function<elu_fn> {
   static constexpr const char* name = "elu";
   double alpha;
   constexpr explicit elu_fn(double scale = 1.0) : alpha(scale) {
-    if (!(scale >= -std::numeric_limits<double>::max() && scale <= std::numeric_limits<double>::max()))
+    if (!detail::finite_setting(scale))
       throw std::invalid_argument("tapeless::elu_fn: alpha must be finite");
   }
   // alpha (e^x - 1) through expm1, and its slope alpha e^x through exp, both from one

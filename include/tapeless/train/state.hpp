@@ -105,10 +105,12 @@ void check_batch(const char* where, const X& x, const Y* y = nullptr) {
 }
 }  // namespace detail
 
-// The model before the loss (value_and_grad(model, tl::mse, ...), as a PyTorch user
-// may write it) matched no overload, and g++ listed the candidates in 28 lines; these
-// say it in one. (Never viable for a right call: a loss is not a model.) They return
-// what the right call would, so that the assertion is the only error.
+// The arguments out of order (value_and_grad(model, tl::mse, ...), as a PyTorch user
+// may write it; the loss before the state in train_step) matched no overload, and g++
+// listed the candidates in 20-42 lines; these say it in one. (Never viable for a right
+// call: a loss is neither a model nor a state.) Each returns what the right call would
+// where that result has members (value_and_grad's), so that the assertion is the only
+// error; the rest return a number.
 template <model Model, class Loss, class T, class... Batches>
   requires(!model<Loss>)
 loss_and_gradient<Model, T> value_and_grad(const Model&, const Loss&, const parameters<Model, T>&, const Batches&...) {
@@ -116,23 +118,13 @@ loss_and_gradient<Model, T> value_and_grad(const Model&, const Loss&, const para
                 "tapeless: value_and_grad takes the loss first: tl::value_and_grad(loss, model, params, x, y)");
   return {};
 }
-template <model Model, class Loss, class T, class... Batches>
+template <model Model, class Loss, class First, class... Batches>  // anything else in params' place
   requires(!model<Loss>)
-T evaluate_loss(const Model&, const Loss&, const parameters<Model, T>&, const Batches&...) {
+double value_and_grad(const Model&, const Loss&, const First&, const Batches&...) {
   static_assert(sizeof(Model) == 0,
-                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
+                "tapeless: value_and_grad takes the loss first: tl::value_and_grad(loss, model, params, x, y)");
   return {};
 }
-// The training state before the loss: evaluate_loss(state, tl::mse, x, y).
-template <class Model, class Optimizer, class T, class Loss, class... Batches>
-  requires(!model<Loss>)
-T evaluate_loss(const train_state<Model, Optimizer, T>&, const Loss&, const Batches&...) {
-  static_assert(sizeof(Model) == 0,
-                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, train_state, x, y)");
-  return {};
-}
-// Anything else after a model and a loss in that order (a train_state in the
-// parameters' place, say): the same message.
 template <model Model, class Loss, class First, class... Batches>
   requires(!model<Loss>)
 double evaluate_loss(const Model&, const Loss&, const First&, const Batches&...) {
@@ -140,7 +132,13 @@ double evaluate_loss(const Model&, const Loss&, const First&, const Batches&...)
                 "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, model, params, x, y)");
   return {};
 }
-// And the loss before the state in a training step or fit (the state comes first there).
+template <class Model, class Optimizer, class T, class Loss, class... Batches>
+  requires(!model<Loss>)
+T evaluate_loss(const train_state<Model, Optimizer, T>&, const Loss&, const Batches&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: evaluate_loss takes the loss first: tl::evaluate_loss(loss, train_state, x, y)");
+  return {};
+}
 template <class Loss, class Model, class Optimizer, class T, class... Rest>
   requires(!model<Loss>)
 T train_step(const Loss&, train_state<Model, Optimizer, T>&, const Rest&...) {
@@ -151,13 +149,6 @@ template <class Loss, class Model, class Optimizer, class T, class... Rest>
   requires(!model<Loss>)
 fit_result fit(const Loss&, train_state<Model, Optimizer, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0, "tapeless: fit takes the state first: tl::fit(state, loss, x, y, epochs)");
-  return {};
-}
-template <model Model, class Loss, class First, class... Batches>
-  requires(!model<Loss>)
-double value_and_grad(const Model&, const Loss&, const First&, const Batches&...) {
-  static_assert(sizeof(Model) == 0,
-                "tapeless: value_and_grad takes the loss first: tl::value_and_grad(loss, model, params, x, y)");
   return {};
 }
 
