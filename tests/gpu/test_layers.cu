@@ -3,6 +3,7 @@
 // same parameters; the float64 seed fit against a plain float64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -243,15 +244,20 @@ TEST(GpuLayers, GeneralPathSumVariantsAgree) {
 }
 
 // The mixed model trains 200 Adam steps on both devices from the same parameters.
-// In double the histories agree to 1e-10. In float the bound is 1e-4 or, where that is
-// tighter than float itself can be on this trajectory, the CPU's own float-vs-double
-// difference on the same data: Adam divides by sqrt(v), so a rounding difference in a
-// small gradient moves a parameter by a step of ~lr whatever its size, and the runs drift
-// apart (on the CPU, float and double differ by ~8e-4 after 200 steps here).
+// In double the histories agree to 1e-10. In float two bounds: the first
+// early_steps losses within 1e-5 (a wrong gradient or update shows from the first
+// step), and the whole history within 1e-3 or, where float itself drifts further on
+// this trajectory, 4 times the CPU's own float-vs-double difference on the same data.
+// Adam divides by sqrt(v), so a rounding difference in a small gradient moves a
+// parameter by a step of ~lr whatever its size, and two float runs that add their sums
+// in different orders drift apart: 1.7e-4 after 200 steps here (H100, 2026-12-07), as
+// far as float is from double on the CPU (8e-4 before Adam formed 1 - beta in double,
+// 4e-5 since).
+inline constexpr std::size_t early_steps = 20;
 template <class T>
-double history_difference(const std::vector<double>& a, const std::vector<double>& b) {
+double history_difference(const std::vector<double>& a, const std::vector<double>& b, std::size_t steps = ~std::size_t(0)) {
   double worst = 0;
-  for (std::size_t e = 0; e < b.size(); ++e) worst = std::max(worst, std::abs(a[e] - b[e]) / b[e]);
+  for (std::size_t e = 0; e < std::min(steps, b.size()); ++e) worst = std::max(worst, std::abs(a[e] - b[e]) / b[e]);
   return worst;
 }
 
@@ -271,7 +277,7 @@ void trains_alike(const Model& model, std::size_t batch, bool one_launch, const 
   options.one_launch = one_launch;
   const auto gpu_run = tl::fit(gpu, tl::mse, tl::to_device(x), tl::to_device(y), steps, options);
   ASSERT_EQ(gpu_run.loss_history.size(), steps);
-  double tolerance = 1e-10, precision_drift = 0;
+  double tolerance = 1e-10, early_tolerance = 1e-10, precision_drift = 0;
   if constexpr (std::is_same_v<T, float>) {  // the same start and data, in double, on the CPU
     using M = std::remove_cvref_t<decltype(model)>;
     const tl::parameters<M, double> wide_params(std::vector<double>(params.flat().begin(), params.flat().end()));
@@ -279,15 +285,19 @@ void trains_alike(const Model& model, std::size_t batch, bool one_launch, const 
     const auto wide_run =
         tl::fit(wide, tl::mse, x.template cast<double>(), y.template cast<double>(), steps, {.progress = false});
     precision_drift = history_difference<T>(cpu_run.loss_history, wide_run.loss_history);
-    tolerance = std::max(1e-4, precision_drift);
+    tolerance = std::max(1e-3, 4 * precision_drift);
+    early_tolerance = 1e-5;
   }
   const double worst = history_difference<T>(gpu_run.loss_history, cpu_run.loss_history);
+  const double worst_early = history_difference<T>(gpu_run.loss_history, cpu_run.loss_history, early_steps);
+  EXPECT_LE(worst_early, early_tolerance);
   EXPECT_LE(worst, tolerance);
   EXPECT_LT(cpu_run.loss_history.back(), 0.5 * cpu_run.loss_history.front());
-  std::printf("%s, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e "
-              "(CPU float vs double: %.2e)\n",
+  std::printf("%s, %s, batch %zu, %s: loss %.4g -> %.4g, worst GPU/CPU history difference %.2e, in the first %zu "
+              "steps %.2e (CPU float vs double: %.2e)\n",
               name, std::is_same_v<T, float> ? "float" : "double", batch, one_launch ? "one launch" : "per step",
-              cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst, precision_drift);
+              cpu_run.loss_history.front(), cpu_run.loss_history.back(), worst, early_steps, worst_early,
+              precision_drift);
 }
 
 TEST(GpuLayers, MixedModelTrainsLikeCpuInFloat) {
