@@ -215,6 +215,17 @@ TEST(PassChoice, ByTypeAndOverride) {
                                                             tl::dense<8, 1>()))>() == cpu_pass::lanes);
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>()))>() ==
                 cpu_pass::lanes);  // the seed fit
+  // One hidden layer of thin products stays on lanes up to 192 weights, however wide.
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::dense<64, 1>()))>() ==
+                cpu_pass::lanes);  // 192 weights
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<1, 96>(tl::tanh), tl::dense<96, 1>()))>() ==
+                cpu_pass::lanes);
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<3, 64>(tl::tanh), tl::dense<64, 1>()))>() ==
+                cpu_pass::blocked);  // 256 weights
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 65>(tl::tanh), tl::dense<65, 1>()))>() ==
+                cpu_pass::blocked);  // 195
+  static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 32>(tl::tanh), tl::layer_norm<32>(),
+                                                            tl::dense<32, 1>()))>() == cpu_pass::blocked);  // not only dense
   static_assert(tl::detail::pass_by_type<decltype(tl::chain(tl::dense<2, 64>(tl::tanh), tl::layer_norm<64>(),
                                                             tl::dense<64, 1>()))>() == cpu_pass::blocked);  // other layers too
   static_assert(tl::detail::pass_by_type<decltype(forced_lanes_model())>() == cpu_pass::lanes);

@@ -8,6 +8,7 @@
 // The choice comes from the model's type: blocked for a model with two or more dense
 // layers whose hidden ones (every dense layer but the last) are all at least
 // blocked_min_width wide (blocked_min_width_deep with three or more dense layers),
+// unless the model is one hidden layer of thin products (thin_one_hidden_layer),
 // lanes otherwise. It
 // can be overridden per model type, by specializing cpu_pass_for:
 //   template <> inline constexpr tl::cpu_pass tl::cpu_pass_for<decltype(net)> = tl::cpu_pass::lanes;
@@ -44,6 +45,17 @@ inline constexpr std::size_t blocked_min_width = 32;
 // 24, while 2-16-1 (no such product) and width 8 stay faster in lanes.
 inline constexpr std::size_t blocked_min_width_deep = 16;
 
+// A model of one hidden layer and nothing else (two dense layers) with at most this
+// many weights, In W + W Out, takes the lane pass whatever its width: such products
+// (a curve fit's 1-64-1, 2-32-1) have a reduction of 1-3 terms at one end, so the
+// blocked pass's tiles are mostly its writes and reads of the chunk's activations,
+// while the lane pass keeps a unit's whole path in registers. Measured on both CPUs
+// of docs/performance.md (2026-12-07, latest): 1-32..96-1, 2-32..64-1, 1-64-2, 3-32-1
+// and 2-48-2 ran 0.62-0.92x the blocked pass's time on lanes (a few cells 1.0-1.07x
+// at 10^3), while 2-96-1, 3-64-1 and 2-64-2 (256-288 weights) were mixed (0.84-1.18x)
+// and 4-64-3, 8-64-1 and wider first layers 1.1-3.4x slower on lanes.
+inline constexpr std::size_t lanes_max_one_hidden_weights = 192;
+
 // The blocked pass can run the model: two or more dense layers, anywhere in it.
 template <class Model>
 inline constexpr bool blocked_pass_runs = dense_stage_count<stages_of<std::remove_cv_t<Model>>>() >= 2;
@@ -65,10 +77,22 @@ constexpr bool hidden_layers_wide() {
 }
 
 template <class Model>
+constexpr bool thin_one_hidden_layer() {
+  using stages = stages_of<Model>;
+  if constexpr (stage_count<stages> != 2 || dense_stage_count<stages>() != 2) {
+    return false;
+  } else {
+    using hidden = std::tuple_element_t<0, stages>;
+    using last = std::tuple_element_t<1, stages>;
+    return hidden::inputs * hidden::outputs + last::inputs * last::outputs <= lanes_max_one_hidden_weights;
+  }
+}
+
+template <class Model>
 constexpr cpu_pass pass_by_type() {
   if constexpr (!blocked_pass_runs<Model>) return cpu_pass::lanes;
   else if constexpr (cpu_pass_for<std::remove_cv_t<Model>> != cpu_pass::automatic) return cpu_pass_for<std::remove_cv_t<Model>>;
-  else return hidden_layers_wide<Model>() ? cpu_pass::blocked : cpu_pass::lanes;
+  else return hidden_layers_wide<Model>() && !thin_one_hidden_layer<Model>() ? cpu_pass::blocked : cpu_pass::lanes;
 }
 
 // TAPELESS_CPU_PASS=lanes, read once: the lane pass for every model. A value that is
