@@ -107,6 +107,32 @@ TEST(FastMath, DoubleExpm1RelativeErrorEverywhere) {
   EXPECT_TRUE(std::isnan(tl::math::detail::host_expm1(std::numeric_limits<double>::quiet_NaN())));
 }
 
+// The lanes' double tanh (tanh and gelu layers in double): relative error against long
+// double tanh from the smallest normals to where tanh rounds to 1, odd, and its edges.
+TEST(FastMath, DoubleTanhRelativeErrorEverywhere) {
+  double worst = 0, worst_at = 0;
+  for (double a = 1e-300; a < 25; a *= 1.0007)
+    for (const double x : {a, -a}) {
+      const long double exact = std::tanh(static_cast<long double>(x));
+      const double y = tl::math::detail::host_tanh(x);
+      const double error = double(std::abs((y - exact) / exact));
+      if (error > worst) worst = error, worst_at = x;
+      ASSERT_EQ(tl::math::detail::host_tanh(-x), -y) << x;
+      ASSERT_LE(std::abs(y), 1.0) << x;
+    }
+  std::printf("double tanh: worst relative error %.3g at %g\n", worst, worst_at);
+  EXPECT_LT(worst, 7e-16) << "at " << worst_at;  // measured 6.0e-16 near |x| = 0.002: e^r - 1's Padé quotient
+  EXPECT_TRUE(std::signbit(tl::math::detail::host_tanh(-0.0)));
+  EXPECT_EQ(tl::math::detail::host_tanh(19.1), 1.0);
+  EXPECT_EQ(tl::math::detail::host_tanh(-std::numeric_limits<double>::infinity()), -1.0);
+  EXPECT_TRUE(std::isnan(tl::math::detail::host_tanh(std::numeric_limits<double>::quiet_NaN())));
+  // Lanes of doubles take it: a tanh layer's values in double on the CPU.
+  tl::lanes<double, 8> v;
+  for (std::size_t k = 0; k < 8; ++k) v.v[k] = 0.37 * double(k) - 1.1;
+  const auto t = tl::math::tanh(v);
+  for (std::size_t k = 0; k < 8; ++k) EXPECT_EQ(t.v[k], tl::math::detail::host_tanh(v.v[k]));
+}
+
 // Every float in [-12, 12]: 1.0e-7 with fused multiply-adds (-march=native), 1.3e-7
 // without (SSE2 only); the bound holds for both.
 TEST(FastMath, TanhAbsoluteErrorBelow1_5e7) {

@@ -94,7 +94,6 @@ TL_HD TL_INLINE lanes<T, K> select(const lane_mask<K>& c, const lanes<T, K>& a, 
     for (std::size_t k = 0; k < K; ++k) r.v[k] = NAME(a.v[k]);                            \
     return r;                                                                             \
   }
-TL_LANES_UNARY(tanh)
 TL_LANES_UNARY(log)
 TL_LANES_UNARY(log1p)
 TL_LANES_UNARY(sin)
@@ -106,9 +105,9 @@ TL_LANES_UNARY(cosh)
 TL_LANES_UNARY(asinh)
 TL_LANES_UNARY(erf)
 TL_LANES_UNARY(abs)
-// exp and expm1 (elu's value) of doubles through the branch-free host_exp and
-// host_expm1 (on the host), so the lane loop vectorizes; floats already use
-// vectorizable forms, and device code CUDA's.
+// exp, expm1 (elu's value) and tanh of doubles through the branch-free host_exp,
+// host_expm1 and host_tanh (on the host), so the lane loop vectorizes; floats already
+// use vectorizable forms, and device code CUDA's.
 #if TL_ON_DEVICE
 #define TL_LANES_UNARY_HOST_DOUBLE(NAME, HOST) TL_LANES_UNARY(NAME)
 #else
@@ -125,6 +124,7 @@ TL_LANES_UNARY(abs)
 #endif
 TL_LANES_UNARY_HOST_DOUBLE(exp, host_exp)
 TL_LANES_UNARY_HOST_DOUBLE(expm1, host_expm1)
+TL_LANES_UNARY_HOST_DOUBLE(tanh, host_tanh)
 #undef TL_LANES_UNARY_HOST_DOUBLE
 // ELU's e^x - 1 and e^x of x <= 0, lane by lane; doubles on the host through the
 // vectorizable one-reduction form (math.hpp).
