@@ -20,9 +20,11 @@
 
 namespace {
 
-// A model whose hidden widths would choose the blocked pass, told to take the lane
-// pass: the override of docs/design.md.
-inline auto forced_lanes_model() { return tl::chain(tl::dense<2, 48>(tl::tanh), tl::dense<48, 1>()); }
+// A model whose type would choose the blocked pass (768 weights in its one hidden
+// layer, past lanes_max_one_hidden_weights), told to take the lane pass: the override
+// of docs/design.md.
+inline auto forced_lanes_model() { return tl::chain(tl::dense<2, 256>(tl::tanh), tl::dense<256, 1>()); }
+static_assert(tl::detail::thin_one_hidden_layer<decltype(forced_lanes_model())>() == false);
 
 }  // namespace
 

@@ -107,8 +107,9 @@ TEST(FastMath, DoubleExpm1RelativeErrorEverywhere) {
   EXPECT_TRUE(std::isnan(tl::math::detail::host_expm1(std::numeric_limits<double>::quiet_NaN())));
 }
 
-// The lanes' double tanh (tanh and gelu layers in double): relative error against long
-// double tanh from the smallest normals to where tanh rounds to 1, odd, and its edges.
+// Double tanh on the host (tanh and gelu layers in double): relative error against long
+// double tanh on a geometric grid from 1e-300 to past where tanh rounds to 1, odd, and
+// its edges. (A review's random sweep found 6.7e-16 at worst, near 5.5e-7.)
 TEST(FastMath, DoubleTanhRelativeErrorEverywhere) {
   double worst = 0, worst_at = 0;
   for (double a = 1e-300; a < 25; a *= 1.0007)
@@ -121,7 +122,7 @@ TEST(FastMath, DoubleTanhRelativeErrorEverywhere) {
       ASSERT_LE(std::abs(y), 1.0) << x;
     }
   std::printf("double tanh: worst relative error %.3g at %g\n", worst, worst_at);
-  EXPECT_LT(worst, 7e-16) << "at " << worst_at;  // measured 6.0e-16 near |x| = 0.002: e^r - 1's Padé quotient
+  EXPECT_LT(worst, 7e-16) << "at " << worst_at;  // 6.0e-16 on this grid, near |x| = 0.002: e^r - 1's Padé quotient
   EXPECT_TRUE(std::signbit(tl::math::detail::host_tanh(-0.0)));
   EXPECT_EQ(tl::math::detail::host_tanh(19.1), 1.0);
   EXPECT_EQ(tl::math::detail::host_tanh(-std::numeric_limits<double>::infinity()), -1.0);
