@@ -3,7 +3,7 @@
 // cpu/pass_choice.hpp's lanes_max_one_hidden_weights (192: models up to it take the
 // lane pass by type, those past it the blocked pass). The last column names the pass the
 // type takes; the ratio is lanes / blocked.
-//   build/bench/one_hidden_layer_step [--batches 1e3,1e4,1e5] [--reps 5]
+//   build/bench/one_hidden_layer_step [--batches 1e3,1e4] [--reps 5]
 #include "pass_ab.hpp"
 
 int main(int argc, char** argv) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "tapeless/tapeless.hpp"
@@ -20,26 +21,51 @@ struct options {
   int reps = 5;
 };
 
+// A whole number in [1, 1e8] written as digits or in e-notation (1e4), or 0 if the
+// text is anything else.
+inline std::size_t count_from(const char* begin, const char* end) {
+  char* stop = nullptr;
+  const double v = std::strtod(begin, &stop);
+  if (stop != end || !(v >= 1 && v <= 1e8) || v != double(std::size_t(v))) return 0;
+  return std::size_t(v);
+}
+
 // --batches 1e3,1e4 --reps 5; anything else prints the usage and exits with 2.
 inline options parse(int argc, char** argv, const char* program) {
   options o;
+  const auto usage = [&](const char* why) {
+    if (why) std::fprintf(stderr, "%s: %s\n", program, why);
+    std::fprintf(stderr, "usage: %s [--batches 1e3,1e4] [--reps 5]   (batches: whole numbers from 1 to 1e8)\n", program);
+    std::exit(2);
+  };
   for (int a = 1; a < argc; a += 2) {
-    if (a + 1 < argc && !std::strcmp(argv[a], "--reps")) {
-      o.reps = std::max(1, std::atoi(argv[a + 1]));
-    } else if (a + 1 < argc && !std::strcmp(argv[a], "--batches")) {
+    if (a + 1 >= argc) usage(std::strcmp(argv[a], "--help") && std::strcmp(argv[a], "-h") ? "an option without its value" : nullptr);
+    const char* value = argv[a + 1];
+    if (!std::strcmp(argv[a], "--reps")) {
+      const std::size_t reps = count_from(value, value + std::strlen(value));
+      if (reps == 0 || reps > 1000) usage("--reps takes a whole number from 1 to 1000");
+      o.reps = int(reps);
+    } else if (!std::strcmp(argv[a], "--batches")) {
       o.batches.clear();
-      for (const char* c = argv[a + 1]; *c;) {
-        char* end;
-        o.batches.push_back(std::size_t(std::strtod(c, &end)));
-        if (end == c) break;
-        c = *end == ',' ? end + 1 : end;
+      for (const char* c = value;; ++c) {
+        const char* comma = std::strchr(c, ',');
+        const char* end = comma ? comma : c + std::strlen(c);
+        const std::size_t batch = count_from(c, end);
+        if (batch == 0) usage("--batches takes whole numbers from 1 to 1e8, separated by commas");
+        o.batches.push_back(batch);
+        if (!comma) break;
+        c = comma;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--batches 1e3,1e4] [--reps 5]\n", program);
-      std::exit(2);
+      usage(nullptr);
     }
   }
-  std::printf("# %s --reps %d, %zu threads\n", program, o.reps, tl::detail::cpu_pool().size());
+  try {
+    std::printf("# %s --reps %d, %zu threads\n", program, o.reps, tl::detail::cpu_pool().size());
+  } catch (const std::exception& e) {  // TAPELESS_CPU_THREADS that is not a count
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    std::exit(2);
+  }
   return o;
 }
 
@@ -52,7 +78,7 @@ double step_us(const Model& model, const tl::parameters<Model, float>& p, const 
 }
 
 template <class Model>
-void time_model(const options& o, const char* name, const Model& model) {
+void time_batches(const options& o, const char* name, const Model& model) {
   for (const std::size_t batch : o.batches) {
     tl::rng gen(7);
     const auto p = tl::init(model, gen);
@@ -72,6 +98,16 @@ void time_model(const options& o, const char* name, const Model& model) {
     std::printf("%-32s batch %-7zu lanes %10.1f us   blocked %10.1f us   %.2fx   (by type: %s)\n", name, batch, l, b,
                 l / b, tl::detail::pass_by_type<Model>() == tl::cpu_pass::blocked ? "blocked" : "lanes");
     std::fflush(stdout);
+  }
+}
+
+template <class Model>
+void time_model(const options& o, const char* name, const Model& model) {
+  try {
+    time_batches(o, name, model);
+  } catch (const std::exception& e) {  // a bad TAPELESS_CPU_PASS, no memory for the batch
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    std::exit(1);
   }
 }
 

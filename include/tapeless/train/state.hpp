@@ -11,6 +11,7 @@
 
 #include "tapeless/core/errors.hpp"
 #include "tapeless/nn/losses.hpp"
+#include "tapeless/nn/matrix.hpp"
 #include "tapeless/nn/optimizers.hpp"
 #include "tapeless/nn/parameters.hpp"
 
@@ -149,6 +150,35 @@ template <class Loss, class Model, class Optimizer, class T, class... Rest>
   requires(!model<Loss>)
 fit_result fit(const Loss&, train_state<Model, Optimizer, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0, "tapeless: fit takes the state first: tl::fit(state, loss, x, y, epochs)");
+  return {};
+}
+// The batch where the loss goes (train_step(state, x, y, loss), as in Optax's
+// update(grads, state)): g++ listed 28 lines of candidates. A right call has a loss
+// second, never a matrix.
+template <class Model, class Optimizer, class T, class U, class... Rest>
+T train_step(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0, "tapeless: train_step takes the loss second: tl::train_step(state, loss, x, y)");
+  return {};
+}
+template <class Model, class Optimizer, class T, class U, class... Rest>
+fit_result fit(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0, "tapeless: fit takes the loss second: tl::fit(state, loss, x, y, epochs)");
+  return {};
+}
+// The parameters before the model (value_and_grad(loss, params, model, x, y)): 61
+// lines of candidates. A right call has a model second, never parameters.
+template <class Loss, class Model, class T, class... Rest>
+  requires(!model<Loss>)
+loss_and_gradient<Model, T> value_and_grad(const Loss&, const parameters<Model, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: value_and_grad takes the model before its parameters: tl::value_and_grad(loss, model, params, x, y)");
+  return {};
+}
+template <class Loss, class Model, class T, class... Rest>
+  requires(!model<Loss>)
+T evaluate_loss(const Loss&, const parameters<Model, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: evaluate_loss takes the model before its parameters: tl::evaluate_loss(loss, model, params, x, y)");
   return {};
 }
 
