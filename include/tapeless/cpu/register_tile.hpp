@@ -72,14 +72,14 @@ inline constexpr std::size_t depth_block = 256;
 // when depth > depth_block; without it (nullptr) the whole depth is one block (the
 // weight gradient's, whose depth is a chunk's samples).
 template <class Operands, std::size_t Columns, std::size_t TailRows = 0, class T, class Epilogue>
-void multiply(const T* a, const T* b, std::size_t row_blocks, std::size_t depth, T* partial, Epilogue&& epilogue) {
+TL_WIDE_VECTORS void multiply(const T* a, const T* b, std::size_t row_blocks, std::size_t depth, T* partial, Epilogue&& epilogue) {
   constexpr std::size_t R = tile_rows, L = lanes<T>, panel = tile_vectors * L, stride = row_stride<T>(Columns);
   constexpr std::size_t full_panels = Columns / panel, edge_columns = Columns % panel;
   const std::size_t block = partial ? depth_block : depth;
   for (std::size_t k0 = 0; k0 < depth; k0 += block) {
     const std::size_t steps = depth - k0 < block ? depth - k0 : block;
     const bool first = k0 == 0, last = k0 + steps == depth;
-    const auto tile_pass = [&]<std::size_t Rows, std::size_t Vectors, std::size_t Real>(std::size_t row0, std::size_t p) {
+    const auto tile_pass = [&]<std::size_t Rows, std::size_t Vectors, std::size_t Real>(std::size_t row0, std::size_t p) TL_WIDE_VECTORS {
       register_tile<T, Rows, Vectors> tile;
       T* part = partial + row0 * stride + p * panel;
       if (!first)
@@ -94,7 +94,7 @@ void multiply(const T* a, const T* b, std::size_t row_blocks, std::size_t depth,
           for (std::size_t j = 0; j < Vectors; ++j) store(part + r * stride + j * L, tile.v[r][j]);
       }
     };
-    const auto panel_pass = [&]<std::size_t Vectors, std::size_t Real>(std::size_t p) {
+    const auto panel_pass = [&]<std::size_t Vectors, std::size_t Real>(std::size_t p) TL_WIDE_VECTORS {
       for (std::size_t rows = 0; rows < row_blocks; ++rows) tile_pass.template operator()<R, Vectors, Real>(rows * R, p);
       if constexpr (TailRows > 0) tile_pass.template operator()<TailRows, Vectors, Real>(row_blocks * R, p);
     };
