@@ -137,7 +137,7 @@ inline void load_group(const T* data, std::size_t first, std::size_t count, T* g
 // Adds the loss and gradient sums of samples [first, last) into wide[0, P) and
 // returns the loss sum; `lanes` is P * K values of scratch.
 template <model Model, class Loss, class T>
-TL_WIDE_VECTORS double accumulate_samples(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
+double accumulate_samples(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
                           std::size_t first_sample, std::size_t last_sample, T* lanes, double* wide) {
   constexpr std::size_t P = Model::parameter_count, In = Model::inputs, Out = Model::outputs, K = cpu_lanes;
   double total = 0.0;

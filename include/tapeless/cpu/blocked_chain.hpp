@@ -142,7 +142,7 @@ struct blocked_chain {
   // Adds the loss and gradient sums of samples [first, last) into grad[0, P) and
   // returns the loss sum. buffer: buffer_size values, this thread's (thread_buffer()).
   template <class Loss>
-  TL_WIDE_VECTORS static double accumulate(const Model& model, const Loss& loss, const T* packed, const T* x, const T* y,
+  static double accumulate(const Model& model, const Loss& loss, const T* packed, const T* x, const T* y,
                            std::size_t first, std::size_t last, T* buffer, double* grad) {
     const stages_type stages = flatten_stages<0>(model);
     double total = 0.0;
@@ -157,7 +157,7 @@ struct blocked_chain {
 
   // The model's outputs for samples [first, last) of x into y (sample-major, Out
   // values a sample), chunk by chunk: tl::apply.
-  TL_WIDE_VECTORS static void outputs(const Model& model, const T* packed, const T* x, std::size_t first, std::size_t last,
+  static void outputs(const Model& model, const T* packed, const T* x, std::size_t first, std::size_t last,
                       T* buffer, T* y) {
     const stages_type stages = flatten_stages<0>(model);
     constexpr std::size_t stride = out_stride<depth - 1>;

@@ -188,7 +188,7 @@ inline constexpr std::size_t optimizer_lanes = 16;
 // compiler contracts a product and a sum into an FMA differently:
 // tests/cpu/test_optimizers.cpp) where the optimizer takes them, the rest one by one.
 template <class Optimizer, class T>
-TL_WIDE_VECTORS void optimizer_update_range(const Optimizer& opt, long step, T* params, const T* grad, T* state, std::size_t first,
+void optimizer_update_range(const Optimizer& opt, long step, T* params, const T* grad, T* state, std::size_t first,
                             std::size_t last, std::size_t n) {
   constexpr std::size_t K = optimizer_lanes;
   std::size_t i = first;

@@ -165,6 +165,13 @@ fit_result fit(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const 
   static_assert(sizeof(Model) == 0, "tapeless: fit takes the loss second: tl::fit(state, loss, x, y, epochs)");
   return {};
 }
+// ... with the options braced, {.progress = false}, which a pack cannot take.
+template <class Model, class Optimizer, class T, class U, class V, class Loss>
+fit_result fit(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const basic_matrix<V>&, const Loss&,
+               std::size_t, const fit_options&) {
+  static_assert(sizeof(Model) == 0, "tapeless: fit takes the loss second: tl::fit(state, loss, x, y, epochs)");
+  return {};
+}
 // The parameters before the model (value_and_grad(loss, params, model, x, y)): 61
 // lines of candidates. A right call has a model second, never parameters.
 template <class Loss, class Model, class T, class... Rest>
