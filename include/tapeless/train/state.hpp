@@ -106,6 +106,13 @@ void check_batch(const char* where, const X& x, const Y* y = nullptr) {
 }
 }  // namespace detail
 
+namespace detail {
+template <class>
+inline constexpr bool is_train_state = false;
+template <class Model, class Optimizer, class T>
+inline constexpr bool is_train_state<train_state<Model, Optimizer, T>> = true;
+}  // namespace detail
+
 // The arguments out of order (value_and_grad(model, tl::mse, ...), as a PyTorch user
 // may write it; the loss before the state in train_step) matched no overload, and g++
 // listed the candidates in 20-42 lines; these say it in one. (Never viable for a right
@@ -172,8 +179,30 @@ fit_result fit(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const 
   static_assert(sizeof(Model) == 0, "tapeless: fit takes the loss second: tl::fit(state, loss, x, y, epochs)");
   return {};
 }
+// A const state, which train_step and fit change in place: g++ listed 4-5 KB of
+// candidates. (A non-const state binds better to every overload above.)
+template <class Model, class Optimizer, class T, class... Rest>
+T train_step(const train_state<Model, Optimizer, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: train_step changes the state in place; it cannot be const (auto s = state; tl::train_step(s, loss, x, y))");
+  return {};
+}
+template <class Model, class Optimizer, class T, class... Rest>
+fit_result fit(const train_state<Model, Optimizer, T>&, const Rest&...) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: fit changes the state in place; it cannot be const (auto s = state; tl::fit(s, loss, x, y, epochs))");
+  return {};
+}
+template <class Model, class Optimizer, class T, class Loss, class U, class V>
+fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&,
+               std::size_t, const fit_options&) {
+  static_assert(sizeof(Model) == 0,
+                "tapeless: fit changes the state in place; it cannot be const (auto s = state; tl::fit(s, loss, x, y, epochs))");
+  return {};
+}
 // The parameters before the model (value_and_grad(loss, params, model, x, y)): 61
-// lines of candidates. A right call has a model second, never parameters.
+// lines of candidates. A right call has a model second, never parameters. (A state
+// first, evaluate_loss(state, params, x, y), is the loss-first assertion above's.)
 template <class Loss, class Model, class T, class... Rest>
   requires(!model<Loss>)
 loss_and_gradient<Model, T> value_and_grad(const Loss&, const parameters<Model, T>&, const Rest&...) {
@@ -182,7 +211,7 @@ loss_and_gradient<Model, T> value_and_grad(const Loss&, const parameters<Model, 
   return {};
 }
 template <class Loss, class Model, class T, class... Rest>
-  requires(!model<Loss>)
+  requires(!model<Loss> && !detail::is_train_state<Loss>)
 T evaluate_loss(const Loss&, const parameters<Model, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0,
                 "tapeless: evaluate_loss takes the model before its parameters: tl::evaluate_loss(loss, model, params, x, y)");
