@@ -150,6 +150,27 @@ TEST(Fit, EpochsPastTheLimitAreRefusedAndChangeNothing) {
   EXPECT_EQ(state.step, 0);
 }
 
+// The call forms a user writes, with epochs of every integer type and options or none.
+// The wrong-order and const-state overloads (train/state.hpp) must never capture them:
+// a first const-state overload took `fit(state, loss, x, y, 3)`, whose int epochs it
+// matched exactly, and turned it into a static_assert.
+TEST(Fit, EveryEpochsTypeAndOptionsFormTrains) {
+  const auto data = seed_fit::make_data();
+  tl::train_state state(seed_fit::make_model(), seed_fit::initial_parameters(), tl::adam{0.01f});
+  const int epochs = 2;
+  const long long_epochs = 2;
+  const unsigned unsigned_epochs = 2;
+  EXPECT_EQ(tl::fit(state, tl::mse, data.x, data.y, 2).loss_history.size(), 2u);
+  EXPECT_EQ(tl::fit(state, tl::mse, data.x, data.y, epochs).loss_history.size(), 2u);
+  EXPECT_EQ(tl::fit(state, tl::mse, data.x, data.y, long_epochs, {.progress = false}).loss_history.size(), 2u);
+  EXPECT_EQ(tl::fit(state, tl::mse, data.x, data.y, unsigned_epochs, tl::fit_options{}).loss_history.size(), 2u);
+  EXPECT_EQ(state.step, 8);
+  const auto& read_only = state;
+  const float loss = tl::evaluate_loss(tl::mse, read_only, data.x, data.y);
+  EXPECT_FLOAT_EQ(tl::train_step(state, tl::mse, data.x, data.y), loss);
+  EXPECT_EQ(state.step, 9);
+}
+
 // The GPU's fit reports a finished run in the lines a live CPU run prints: every
 // `every` epochs (a tenth by default), the time on the last line only.
 TEST(Progress, FinishedRunReportsEveryKthLossAndTheTimeOnce) {

@@ -180,23 +180,33 @@ fit_result fit(train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const 
   return {};
 }
 // A const state, which train_step and fit change in place: g++ listed 4-5 KB of
-// candidates. (A non-const state binds better to every overload above.)
-template <class Model, class Optimizer, class T, class... Rest>
-T train_step(const train_state<Model, Optimizer, T>&, const Rest&...) {
-  static_assert(sizeof(Model) == 0,
+// candidates. The state is a forwarding reference that only a const state satisfies:
+// as `const train_state&` these would compete with every right call through its other
+// arguments (fit(state, loss, x, y, 300) takes its int epochs exactly here, where the
+// real fit converts them to std::size_t).
+namespace detail {
+template <class State>
+concept const_train_state = std::is_const_v<std::remove_reference_t<State>> &&
+                            is_train_state<std::remove_cvref_t<State>>;
+}  // namespace detail
+template <class State, class... Rest>
+  requires detail::const_train_state<State>
+auto train_step(State&&, const Rest&...) {
+  static_assert(!detail::const_train_state<State>,
                 "tapeless: train_step changes the state in place; it cannot be const (auto s = state; tl::train_step(s, loss, x, y))");
-  return {};
+  return 0.0;
 }
-template <class Model, class Optimizer, class T, class... Rest>
-fit_result fit(const train_state<Model, Optimizer, T>&, const Rest&...) {
-  static_assert(sizeof(Model) == 0,
+template <class State, class... Rest>
+  requires detail::const_train_state<State>
+fit_result fit(State&&, const Rest&...) {
+  static_assert(!detail::const_train_state<State>,
                 "tapeless: fit changes the state in place; it cannot be const (auto s = state; tl::fit(s, loss, x, y, epochs))");
   return {};
 }
-template <class Model, class Optimizer, class T, class Loss, class U, class V>
-fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&,
-               std::size_t, const fit_options&) {
-  static_assert(sizeof(Model) == 0,
+template <class State, class Loss, class U, class V>
+  requires detail::const_train_state<State>
+fit_result fit(State&&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&, std::size_t, const fit_options&) {
+  static_assert(!detail::const_train_state<State>,
                 "tapeless: fit changes the state in place; it cannot be const (auto s = state; tl::fit(s, loss, x, y, epochs))");
   return {};
 }
