@@ -50,7 +50,7 @@ inline constexpr std::size_t blocked_min_width_deep = 16;
 // (a curve fit's 1-64-1, 2-32-1) have a reduction of 1-3 terms at one end, so the
 // blocked pass's tiles are mostly its writes and reads of the chunk's activations,
 // while the lane pass keeps a unit's whole path in registers. Measured on both CPUs
-// of docs/performance.md (2026-12-07, latest; bench/cpu/one_hidden_layer_step.cpp):
+// of docs/performance.md (2026-12-07, midday; bench/cpu/one_hidden_layer_step.cpp):
 // 1-32..96-1, 2-32..64-1, 1-64-2, 3-32-1 and 2-48-2 ran 0.71-0.97x the blocked pass's
 // time on lanes on 2 cores, 0.50-1.07x on 16 (most cells 0.6-0.9), while 2-96-1,
 // 3-64-1 and 2-64-2 (256-288 weights) were even (0.84-1.18x) and 4-64-3, 8-64-1 and
