@@ -169,6 +169,10 @@ TEST(Fit, EveryEpochsTypeAndOptionsFormTrains) {
   const float loss = tl::evaluate_loss(tl::mse, read_only, data.x, data.y);
   EXPECT_FLOAT_EQ(tl::train_step(state, tl::mse, data.x, data.y), loss);
   EXPECT_EQ(state.step, 9);
+  // apply(state, x): the state's model at its current parameters, bit for bit.
+  const auto from_state = tl::apply(read_only, data.x), from_parts = tl::apply(state.model, state.params, data.x);
+  ASSERT_EQ(from_state.batch(), data.x.batch());
+  for (std::size_t i = 0; i < data.x.batch(); ++i) EXPECT_EQ(from_state(0, i), from_parts(0, i));
 }
 
 // The GPU's fit reports a finished run in the lines a live CPU run prints: every

@@ -312,6 +312,13 @@ basic_matrix<T> apply(const Model&, const parameters<Model, T>&, const basic_mat
   return {};
 }
 
+// The outputs of a state's model at its current parameters (as apply(cuda_state, x) on
+// the GPU).
+template <model Model, class Optimizer, class T, class U>
+basic_matrix<T> apply(const train_state<Model, Optimizer, T>& state, const basic_matrix<U>& x) {
+  return apply(state.model, state.params, x);
+}
+
 // Mean loss over the batch and its gradient with respect to every parameter.
 template <class Loss, model Model, class T>
 loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model, const parameters<Model, T>& params,
