@@ -18,7 +18,8 @@ struct fit_timing {
 
 template <class State, class Loss>
 fit_timing time_fits(State& s, const State& initial, const Loss& loss, const tl::device_matrix& x,
-                     const tl::device_matrix& y, std::size_t steps, int repetitions) {
+                     const tl::device_matrix& y, std::size_t steps, int repetitions,
+                     const tl::cuda_fit_options& options = {}) {
   cudaEvent_t start, stop;
   TL_CUDA_CHECK(cudaEventCreate(&start));
   TL_CUDA_CHECK(cudaEventCreate(&stop));
@@ -30,7 +31,7 @@ fit_timing time_fits(State& s, const State& initial, const Loss& loss, const tl:
     s.step = 0;
     TL_CUDA_CHECK(cudaDeviceSynchronize());
     TL_CUDA_CHECK(cudaEventRecord(start));
-    last = tl::fit(s, loss, x, y, steps).loss_history.back();
+    last = tl::fit(s, loss, x, y, steps, options).loss_history.back();
     TL_CUDA_CHECK(cudaEventRecord(stop));
     TL_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms;

@@ -60,12 +60,22 @@ std::size_t checked_parameter_count() {
   return P;
 }
 
-// fit() runs the whole loop in one block when batch x (P + 1) is at most this: one
-// block's time grows with that work, the per-step kernels' stays near 10 µs a step
-// up to ~10^5 samples. Measured on the H200 (docs/performance.md, the grid): 1-16-1
-// tanh takes 3.7 µs a step in one block at 1000 samples (66 k) and 23.7 at 10^4 (660
-// k), where the per-step kernels take ~10.
+// fit() runs the whole loop in one block when batch x (P + 1) is at most
+// one_block_work and batch x (P + 1)^2 at most one_block_square_work. One block's time
+// grows with the samples each of its 256 threads takes, each costing more than P's
+// share once a thread's P + 1 sums crowd its registers; the per-step kernels' time
+// stays near 5-20 µs a step up to ~10^4 samples. Measured on an H100
+// (bench/gpu/one_launch_gpu.cu, docs/performance.md 2026-12-07 evening): one launch is
+// the faster up to 2048 samples for P = 49, 1500 for 65, 1000 for 97, 512 for 129,
+// 256 for 169, 128-256 for 193 and 242; past those it lost by up to 1.47x (2-32-1 at
+// 1000 samples: 11.4 µs against 7.8), which the first bound alone allowed.
 inline constexpr std::size_t one_block_work = std::size_t(1) << 17;
+inline constexpr std::size_t one_block_square_work = 10'000'000;
+template <model Model>
+constexpr bool one_block_fits(std::size_t batch) {
+  constexpr std::size_t sums = Model::parameter_count + 1;
+  return batch * sums <= one_block_work && batch * sums * sums <= one_block_square_work;
+}
 
 // The tiled kernels keep one tile's activations in shared memory: up to this much.
 inline constexpr std::size_t tiled_shared_limit = 200 * 1024;

@@ -232,7 +232,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   if (epochs == 0) return result;
   bool one_block = false;
   if constexpr (detail::per_thread_gradients<Model>)
-    one_block = !layered && options.one_launch && x.batch() * (Model::parameter_count + 1) <= detail::one_block_work;
+    one_block = !layered && options.one_launch && detail::one_block_fits<Model>(x.batch());
   if (one_block) {
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
       using layout = detail::gpu::one_block_layout<Model, Optimizer, T>;
