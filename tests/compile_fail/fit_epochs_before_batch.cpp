@@ -1,11 +1,7 @@
 // The epochs before the batch in fit: one static_assert (it was 5.2 KB).
-#include "tapeless/tapeless.hpp"
+#include "wrong_call_setup.hpp"
 
 int main() {
-  const auto model = tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>());
-  tl::rng gen(1);
-  const auto params = tl::init(model, gen);
-  tl::train_state state(model, params, tl::adam{0.01});
-  tl::matrix x(1, 8), y(1, 8);
+  auto [model, params, state, x, y] = tl_test::wrong_call_setup();
   return tl::fit(state, tl::mse, 300, x, y).seconds > 0;
 }

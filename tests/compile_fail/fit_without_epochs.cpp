@@ -1,12 +1,8 @@
-// fit without its epochs: one static_assert that says so (it was 4.9 KB of candidates that
-// never said "epochs").
-#include "tapeless/tapeless.hpp"
+// fit without its epochs: one static_assert that says so (it was 4.9 KB of candidates
+// that never said "epochs").
+#include "wrong_call_setup.hpp"
 
 int main() {
-  const auto model = tl::chain(tl::dense<1, 16>(tl::gelu), tl::dense<16, 1>());
-  tl::rng gen(1);
-  const auto params = tl::init(model, gen);
-  tl::train_state state(model, params, tl::adam{0.01});
-  tl::matrix x(1, 8), y(1, 8);
+  auto [model, params, state, x, y] = tl_test::wrong_call_setup();
   return tl::fit(state, tl::mse, x, y).seconds > 0;
 }
