@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: build with nvcc (-arch=sm_90), run the GPU tests,
 # run them under compute-sanitizer (memcheck, racecheck, initcheck, synccheck), check
-# a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the scaled
+# a checkpoint from PyTorch, time the seed fit (built-in and lambda gelu), the one-block
+# loop against the per-step graphs around its bounds, the scaled
 # fit and the curve fit against PyTorch and JAX in the same run, run the A/Bs of CUB
 # against the hand-written reductions (block and column sums; the general kernel's
 # block sums in place) and of cuBLASLt's timed kernel choice, and print a table last.
@@ -17,7 +18,7 @@ start=$(date +%s.%N)
 if [ ! -d build-gpu/meson-info ]; then
   meson setup build-gpu -Dcuda=enabled -Dbenchmarks=true >"$logs/setup.log" 2>&1 || { cat "$logs/setup.log"; exit 1; }
 fi
-targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/scaled_fit_gpu bench/layered_fit_gpu bench/other_layers_fit_gpu"
+targets="tests/test_gpu tests/test_gpu_layers tests/test_gpu_layered tests/test_io_python examples/polyfit examples/curvefit bench/seed_fit_gpu bench/seed_fit_step bench/one_launch_gpu bench/scaled_fit_gpu bench/layered_fit_gpu bench/other_layers_fit_gpu"
 # The microbenchmarks (per layer; CUB against the hand-written block and column sums,
 # and the general kernel's block sums) are targets only where Google Benchmark was found.
 micro=0
@@ -79,6 +80,11 @@ if [ "$stage" != test ]; then
   echo "cuBLASLt kernels timed (tuned, TAPELESS_BLAS_TUNING=1) against the heuristics' first choice (default), µs/step:"
   awk 'NR == FNR {tuned[$1] = $2; next} ($1 in tuned) {printf "  %-44s tuned %9.1f  untuned %9.1f  %.3fx\n", $1, tuned[$1], $2, $2 / tuned[$1]}' \
     "$logs/layered_tuned.log" "$logs/layered.log"
+  # One launch against the per-step graphs around the one-block bounds (cuda/step.hpp):
+  # the cells the bounds give one launch where it was over 5 % slower (past the bounds
+  # fit takes the per-step graphs whatever it is asked, so those cells time them twice).
+  build-gpu/bench/one_launch_gpu 3 >"$logs/one_launch.log" 2>&1
+  echo "one-block choice: $(awk '/^[0-9]/ && $NF == "one_launch" {n++; if ($(NF-8) > 1.05 * $(NF-5)) slow++} END {printf "%d cells in one launch, %d of them over 5%% slower than per step", n, slow}' "$logs/one_launch.log") ($logs/one_launch.log)"
   # The microbenchmarks' tables go to their logs (a plain number of seconds: Google
   # Benchmark 1.7 rejects "0.1s", 1.8 takes both).
   if [ "$micro" = 1 ]; then
