@@ -1,13 +1,12 @@
 // Where fit()'s whole loop in one block stops paying: models small enough for the
-// per-thread kernels (P + 1 <= 256), each at batches around the threshold, trained
-// with one launch (cuda_fit_options::one_launch, the default) and with the per-step
-// kernels replayed in graphs (.one_launch = false), side by side; medians of
-// `repetitions` fits of 1000 steps. The last column says which the automatic choice
-// takes (detail::one_block_fits): where it says per_step, one_launch = true takes the
-// per-step kernels too, and the two columns time the same thing.
+// per-thread kernels (P + 1 <= 256), each at batches around the bounds, trained with
+// one launch (.one_launch = true, with TAPELESS_GPU_ONE_LAUNCH=always set here so that
+// fit takes it past the bounds too) and with the per-step kernels replayed in graphs
+// (.one_launch = false), side by side; medians of `repetitions` fits of 1000 steps.
+// The last column says which the automatic choice takes (detail::one_block_fits).
 //   build-gpu/bench/one_launch_gpu [repetitions]
 #include <cstdio>
-#include <cstdlib>
+#include <cstdlib>  // setenv (POSIX)
 
 #include "fit_timing.hpp"
 #include "tapeless/cuda.hpp"
@@ -40,6 +39,7 @@ void sweep(const char* name, const Model& model, int repetitions) {
 
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::atoi(argv[1]) : 5;
+  setenv("TAPELESS_GPU_ONE_LAUNCH", "always", 1);  // before the first fit, which reads it
   tl::cuda_device(0);
   std::printf("# one launch against per-step graphs, µs a step (one_block_work %zu, one_block_square_work %zu): %s %d\n",
               tl::detail::one_block_work, tl::detail::one_block_square_work, argv[0], repetitions);

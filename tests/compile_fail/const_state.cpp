@@ -1,5 +1,5 @@
 // A const state handed to train_step (which changes it in place): one static_assert
-// saying so (it was 4 candidates in 3.9 KB).
+// saying so (it was a page of candidates).
 #include "wrong_call_setup.hpp"
 
 int main() {

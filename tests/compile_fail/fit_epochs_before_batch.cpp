@@ -1,4 +1,4 @@
-// The epochs before the batch in fit: one static_assert (it was 5.2 KB).
+// The epochs before the batch in fit: one static_assert (it was a page of candidates).
 #include "wrong_call_setup.hpp"
 
 int main() {

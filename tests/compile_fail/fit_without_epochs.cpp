@@ -1,5 +1,5 @@
-// fit without its epochs: one static_assert that says so (it was 4.9 KB of candidates
-// that never said "epochs").
+// fit without its epochs: one static_assert that says so (its page of candidates
+// never said "epochs").
 #include "wrong_call_setup.hpp"
 
 int main() {

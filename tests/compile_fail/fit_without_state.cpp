@@ -1,5 +1,5 @@
 // A model and its parameters where fit's state goes (Lux keeps them apart): one
-// static_assert that says how to make the state (it was 5.9 KB).
+// static_assert that says how to make the state (it was a page of candidates).
 #include "wrong_call_setup.hpp"
 
 int main() {

@@ -1,5 +1,5 @@
 // The model handed to fit beside the state that holds it (as PyTorch's loop names the
-// module): one static_assert (it was 5.6 KB of candidates).
+// module): one static_assert (it was a page of candidates).
 #include "wrong_call_setup.hpp"
 
 int main() {

@@ -151,7 +151,7 @@ TEST(Fit, EpochsPastTheLimitAreRefusedAndChangeNothing) {
 }
 
 // The call forms a user writes, with epochs of every integer type and options or none.
-// The wrong-order and const-state overloads (train/state.hpp) must never capture them:
+// The wrong-call overloads (train/wrong_calls.hpp) must never capture them:
 // a first const-state overload took `fit(state, loss, x, y, 3)`, whose int epochs it
 // matched exactly, and turned it into a static_assert.
 TEST(Fit, EveryEpochsTypeAndOptionsFormTrains) {

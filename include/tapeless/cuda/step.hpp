@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -64,17 +67,32 @@ std::size_t checked_parameter_count() {
 // one_block_work and batch x (P + 1)^2 at most one_block_square_work. One block's time
 // grows with the samples each of its 256 threads takes, each costing more than P's
 // share once a thread's P + 1 sums crowd its registers; the per-step kernels' time
-// stays near 5-20 µs a step up to ~10^4 samples. Measured on an H100
-// (bench/gpu/one_launch_gpu.cu, docs/performance.md 2026-12-07 evening): one launch is
-// the faster up to 2048 samples for P = 49, 1500 for 65, 1000 for 97, 512 for 129,
-// 256 for 169, 128-256 for 193 and 242; past those it lost by up to 1.47x (2-32-1 at
-// 1000 samples: 11.4 µs against 7.8), which the first bound alone allowed.
+// stays near 5-20 µs a step up to ~10^4 samples. Measured in float on an H100
+// (bench/gpu/one_launch_gpu.cu, docs/performance.md 2026-12-07 evening): one launch
+// was the faster up to 2048 samples for P = 49, 1500 for 65, 1000 for 97, 512 for
+// 129, 256 for 169 and 128 for 193 and 242 (at 256 both were within 1.2 % there);
+// past those it lost by up to 1.47x (2-32-1 at 1000 samples: 11.4 µs against 7.8),
+// which the first bound alone allowed. Double models share the bounds (not measured).
 inline constexpr std::size_t one_block_work = std::size_t(1) << 17;
 inline constexpr std::size_t one_block_square_work = 10'000'000;
 template <model Model>
 constexpr bool one_block_fits(std::size_t batch) {
   constexpr std::size_t sums = Model::parameter_count + 1;
   return batch * sums <= one_block_work && batch * sums * sums <= one_block_square_work;
+}
+// TAPELESS_GPU_ONE_LAUNCH=always: the one-block loop past both bounds too (wherever
+// the model's sums fit a thread), so that bench/gpu/one_launch_gpu.cu times it on both
+// sides of them. Read once; any other value is an error the first fit reports.
+inline bool one_block_forced_by_environment() {
+  static const bool forced = [] {
+    const char* env = std::getenv("TAPELESS_GPU_ONE_LAUNCH");
+    if (!env || !*env) return false;
+    if (std::strcmp(env, "always") != 0)
+      throw std::invalid_argument(std::string("tapeless: TAPELESS_GPU_ONE_LAUNCH must be always (or unset), got '") +
+                                  env + "'");
+    return true;
+  }();
+  return forced;
 }
 
 // The tiled kernels keep one tile's activations in shared memory: up to this much.

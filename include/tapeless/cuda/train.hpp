@@ -230,9 +230,10 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   // the one-launch kernel (which has no regime) could be chosen for a small one.
   const bool layered = detail::takes_layered_path<Model, T>(s.regime, s.precision);
   if (epochs == 0) return result;
+  const bool one_block_forced = detail::one_block_forced_by_environment();  // a bad value: an error every fit
   bool one_block = false;
   if constexpr (detail::per_thread_gradients<Model>)
-    one_block = !layered && options.one_launch && detail::one_block_fits<Model>(x.batch());
+    one_block = !layered && options.one_launch && (detail::one_block_fits<Model>(x.batch()) || one_block_forced);
   if (one_block) {
     if constexpr (detail::per_thread_gradients<Model>) {  // not even instantiated for large models
       using layout = detail::gpu::one_block_layout<Model, Optimizer, T>;

@@ -1,11 +1,13 @@
 // Calls with their arguments out of order, or with a state that cannot be trained,
-// which g++ answered with pages of candidate overloads (4-10 KB each): here each is one
+// which g++ answered with pages of candidate overloads (docs/performance.md, 2026-12-07
+// evening, has their sizes before and after): here each is one
 // static_assert that spells the right call. Every overload has the shape of a right
 // call with one thing wrong in it (a loss where the state goes, a matrix where the loss
 // goes, a const state), so that a right call never binds to it better than to the real
 // function: a parameter pack in the place of the right call's arguments would match
-// fit(state, loss, x, y, 300)'s int epochs exactly, where the real fit converts them,
-// and win (tests/cpu/test_training.cpp, Fit.EveryEpochsTypeAndOptionsFormTrains).
+// fit(state, loss, x, y, 300)'s int epochs exactly, where the real fit converts them:
+// g++ then picks it, with a warning, where the standard calls the call ambiguous
+// (tests/cpu/test_training.cpp, Fit.EveryEpochsTypeAndOptionsFormTrains).
 // Each returns what the right call would where that result has members (value_and_grad's),
 // so that the assertion is the only error; the rest return a number.
 // tests/compile_fail/ holds one program per message.
@@ -91,10 +93,8 @@ fit_result fit(const train_state<Model, Optimizer, T>&, const basic_matrix<U>&, 
   return {};
 }
 // A const or temporary state, which train_step and fit would change in place: g++
-// listed 4-8 KB of candidates. These have the right calls' own shapes with the state
-// const: for a named non-const state the real overload binds it better and every other
-// argument equally (a pack here would match fit's int epochs exactly, where the real
-// fit converts them, and win).
+// listed pages of candidates. In the right calls' own shapes with the state const: a
+// named non-const state binds better to the real overload, every other argument equally.
 template <class Model, class Optimizer, class T, class Loss, class U, class V>
 T train_step(const train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&) {
   static_assert(sizeof(Model) == 0, "tapeless: train_step changes the state in place: give it a named, non-const "
@@ -127,7 +127,7 @@ T evaluate_loss(const Loss&, const parameters<Model, T>&, const Rest&...) {
 }
 
 // The model handed to train_step or fit beside its state (train_step(state, model, loss,
-// x, y), as PyTorch's loop names the module): 4.7-5.6 KB. A right call has a loss
+// x, y), as PyTorch's loop names the module), a page of candidates. A right call has a loss
 // second, never a model.
 template <class Model, class Optimizer, class T, model Other, class... Rest>
 T train_step(const train_state<Model, Optimizer, T>&, const Other&, const Rest&...) {
@@ -147,7 +147,7 @@ fit_result fit(const train_state<Model, Optimizer, T>&, const Other&, const Loss
   return {};
 }
 // A model and its parameters where the state goes (fit(model, params, loss, x, y, 300),
-// as Lux's functional style keeps them apart): 5.9 KB. A right call starts with a state.
+// as Lux's functional style keeps them apart). A right call starts with a state.
 template <model Model, class T, class... Rest>
 double train_step(const Model&, const parameters<Model, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0, "tapeless: train_step trains a train_state, which holds the model, its parameters "
@@ -162,7 +162,7 @@ fit_result fit(const Model&, const parameters<Model, T>&, const Rest&...) {
                                     "tl::fit(state, loss, x, y, epochs)");
   return {};
 }
-// fit without its epochs (fit(state, loss, x, y)): 4.9 KB, which never said "epochs".
+// fit without its epochs (fit(state, loss, x, y)), whose candidates never said "epochs".
 // Four arguments are never a right call of fit.
 template <class Model, class Optimizer, class T, class Loss, class U, class V>
 fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&, const basic_matrix<V>&) {
@@ -170,14 +170,14 @@ fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, const basic
                                     "(tl::train_step(state, loss, x, y) takes one step)");
   return {};
 }
-// train_step without the targets (train_step(state, loss, x)): 3.4 KB. Three arguments
+// train_step without the targets (train_step(state, loss, x)). Three arguments
 // are never a right call of train_step.
 template <class Model, class Optimizer, class T, class Loss, class U>
 T train_step(const train_state<Model, Optimizer, T>&, const Loss&, const basic_matrix<U>&) {
   static_assert(sizeof(Model) == 0, "tapeless: train_step needs the targets too: tl::train_step(state, loss, x, y)");
   return {};
 }
-// The epochs before the batch (fit(state, loss, 300, x, y)): 5.2 KB. A right call has
+// The epochs before the batch (fit(state, loss, 300, x, y)). A right call has
 // a matrix third.
 template <class Model, class Optimizer, class T, class Loss, class U, class... Rest>
 fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, std::size_t, const basic_matrix<U>&, const Rest&...) {
@@ -185,7 +185,7 @@ fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, std::size_t
   return {};
 }
 // A state where value_and_grad takes a model and its parameters (evaluate_loss takes
-// either): 8.4 KB. And a state followed by parameters in evaluate_loss: 9.3 KB. A right
+// either), and a state followed by parameters in evaluate_loss. A right
 // call has a model second, or a state and then the batch.
 template <class Loss, class Model, class Optimizer, class T, class... Rest>
   requires(!model<Loss>)
