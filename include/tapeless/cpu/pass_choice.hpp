@@ -18,14 +18,11 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
-#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/environment.hpp"
 #include "tapeless/nn/stages.hpp"
 
 namespace tl {
@@ -100,14 +97,7 @@ constexpr cpu_pass pass_by_type() {
 // neither lanes nor blocked is a typo that would silently time the wrong pass: an
 // error (std::invalid_argument), thrown before the step changes anything.
 inline bool lanes_forced_by_environment() {
-  static const bool forced = [] {
-    const char* env = std::getenv("TAPELESS_CPU_PASS");
-    if (!env || !*env) return false;
-    if (std::strcmp(env, "lanes") != 0 && std::strcmp(env, "blocked") != 0)
-      throw std::invalid_argument(std::string("tapeless: TAPELESS_CPU_PASS must be lanes or blocked (or unset), got '") +
-                                  env + "'");
-    return std::strcmp(env, "lanes") == 0;
-  }();
+  static const bool forced = environment_switch("TAPELESS_CPU_PASS", "lanes", "blocked");
   return forced;
 }
 

@@ -8,13 +8,11 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "tapeless/core/environment.hpp"
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/general_kernel.hpp"
 #include "tapeless/cuda/kernels.hpp"
@@ -84,14 +82,7 @@ constexpr bool one_block_fits(std::size_t batch) {
 // the model's sums fit a thread), so that bench/gpu/one_launch_gpu.cu times it on both
 // sides of them. Read once; any other value is an error the first fit reports.
 inline bool one_block_forced_by_environment() {
-  static const bool forced = [] {
-    const char* env = std::getenv("TAPELESS_GPU_ONE_LAUNCH");
-    if (!env || !*env) return false;
-    if (std::strcmp(env, "always") != 0)
-      throw std::invalid_argument(std::string("tapeless: TAPELESS_GPU_ONE_LAUNCH must be always (or unset), got '") +
-                                  env + "'");
-    return true;
-  }();
+  static const bool forced = environment_switch("TAPELESS_GPU_ONE_LAUNCH", "always");
   return forced;
 }
 

@@ -11,7 +11,6 @@
 
 #include "tapeless/core/errors.hpp"
 #include "tapeless/nn/losses.hpp"
-#include "tapeless/nn/matrix.hpp"
 #include "tapeless/nn/optimizers.hpp"
 #include "tapeless/nn/parameters.hpp"
 
