@@ -26,8 +26,8 @@ fit_timing time_fits(State& s, const State& initial, const Loss& loss, const tl:
   std::vector<double> per_step;
   double last = 0;
   for (int r = 0; r < repetitions + 1; ++r) {
-    thrust::copy(initial.params.begin(), initial.params.end(), s.params.begin());
-    thrust::copy(initial.optimizer_state.begin(), initial.optimizer_state.end(), s.optimizer_state.begin());
+    initial.params.copy_to(s.params.data());
+    initial.optimizer_state.copy_to(s.optimizer_state.data());
     s.step = 0;
     TL_CUDA_CHECK(cudaDeviceSynchronize());
     TL_CUDA_CHECK(cudaEventRecord(start));

@@ -61,15 +61,15 @@ template <std::size_t W>
 struct layer_setup {
   using model_type = decltype(two_layers<W>());
   model_type model = two_layers<W>();
-  thrust::device_vector<float> params, x;
+  tl::device_buffer<float> params, x;
   gpu::layered_workspace<model_type, float> ws;
   layer_setup() {
     tl::rng gen(1);
     const auto p = tl::init(model, gen);
-    params.assign(p.flat().begin(), p.flat().end());
+    params.assign(p.flat().data(), p.flat().size());
     std::vector<float> xh(batch * W);
     for (float& v : xh) v = gen.symmetric<float>();
-    x = xh;
+    x.assign(xh.data(), xh.size());
     // One chunk of the whole batch (the default chunk holds 32768 samples of a 1024-wide
     // pair), with bf16 copies: the calls below run all `batch` rows at once.
     ws.prepare("micro_dense_gpu", batch, std::size_t(4) << 30, true, true);
@@ -81,7 +81,7 @@ struct layer_setup {
     gpu::to_bfloat16(raw(params), params.size(), ws.low_params(), cudaStream_t(0));
     gpu::to_bfloat16(raw(ws.units), ws.units.size(), ws.template low_outputs<0>(), cudaStream_t(0));
   }
-  static float* raw(thrust::device_vector<float>& v) { return thrust::raw_pointer_cast(v.data()); }
+  static float* raw(tl::device_buffer<float>& v) { return v.data(); }
   float* units() { return raw(ws.units); }
   float* in() { return gpu::layer_outputs<model_type, 0>(units(), ws.plan.stride); }
   float* out() { return gpu::layer_outputs<model_type, 1>(units(), ws.plan.stride); }
@@ -119,11 +119,11 @@ void update(benchmark::State& state) {
   gpu::layered_workspace<model_type, float> ws;
   ws.prepare("micro_dense_gpu", batch, gpu::default_chunk_bytes);
   constexpr std::size_t P = model_type::parameter_count;
-  thrust::device_vector<float> params(P, 0.1f), moments(2 * P, 0.0f), loss(1);
-  thrust::device_vector<long> counter(2, 0), failed(2, -1);
-  thrust::fill(ws.gradient.begin(), ws.gradient.end(), 0.01f);
-  thrust::fill(ws.loss_and_flag.begin(), ws.loss_and_flag.end(), 0.0f);
-  const auto raw = [](auto& v) { return thrust::raw_pointer_cast(v.data()); };
+  tl::device_buffer<float> params(P, 0.1f), moments(2 * P, 0.0f), loss(1);
+  tl::device_buffer<long> counter(2, 0), failed(2, -1);
+  ws.gradient.fill(0.01f);
+  ws.loss_and_flag.fill(0.0f);
+  const auto raw = [](auto& v) { return v.data(); };
   time_launches(state, 0, 7.0 * sizeof(float) * P, [&] {
     gpu::launch_reduce_update<model_type>(ws.view(), 1.0f, raw(loss), static_cast<float*>(nullptr), tl::adam{1e-3},
                                           raw(params), raw(moments), raw(counter), static_cast<float*>(nullptr),

@@ -21,8 +21,6 @@
 // summation order differs), and a mismatch fails the benchmark (SkipWithError): no
 // wrong winner.
 #include <benchmark/benchmark.h>
-#include <thrust/device_vector.h>
-#include <thrust/fill.h>
 
 #include <algorithm>
 #include <cmath>
@@ -62,13 +60,13 @@ struct problem {
                 "the A/B is of the general kernel");
   static_assert(P > tl::detail::per_thread_gradient_limit && P <= tl::detail::general_parameter_limit);
   model_type model = norm_chain<W>();
-  thrust::device_vector<T> params, partials;
+  tl::device_buffer<T> params, partials;
   tl::basic_device_matrix<T> x, y;
 
   explicit problem(std::size_t batch) {
     tl::rng gen(W * 1000003 + batch);
     const auto p = tl::init<T>(model, gen);
-    params.assign(p.flat().begin(), p.flat().end());
+    params.assign(p.flat().data(), p.flat().size());
     tl::basic_matrix<T> hx(2, batch), hy(1, batch);
     for (T& v : hx.values()) v = gen.uniform(-1, 1);
     for (std::size_t s = 0; s < batch; ++s) hy(0, s) = std::sin(3 * hx(0, s)) * hx(1, s);
@@ -78,7 +76,7 @@ struct problem {
 
   template <general_sums V>
   void launch(cudaStream_t stream) {
-    tl::detail::launch_partials<V>(model, tl::mse, thrust::raw_pointer_cast(params.data()), x, y, partials, nullptr,
+    tl::detail::launch_partials<V>(model, tl::mse, params.data(), x, y, partials, nullptr,
                                    tl::matmul_precision::fp32, stream);
   }
 
@@ -87,11 +85,11 @@ struct problem {
   template <general_sums V>
   std::vector<T> rows() {
     const int blocks = tl::detail::size_partials<model_type, T>(x.batch(), partials);
-    thrust::fill(partials.begin(), partials.end(), std::numeric_limits<T>::quiet_NaN());
+    partials.fill(std::numeric_limits<T>::quiet_NaN());
     launch<V>(nullptr);
     TL_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<T> h(std::size_t(blocks) * gpu::partial_row<P>);
-    thrust::copy(partials.begin(), partials.begin() + h.size(), h.begin());
+    partials.copy_to(h.data(), 0, h.size());
     return h;
   }
 };

@@ -166,7 +166,7 @@ void fits_like_cpu(const Optimizer& optimizer, std::size_t batch) {
   for (std::size_t e = 0; e < 40; ++e) EXPECT_NEAR(gpu_run.loss_history[e], cpu_run.loss_history[e], 1e-4 * cpu_run.loss_history[e]);
   EXPECT_LE(relative_difference(gpu.host_params().flat(), cpu.params.flat()), 1e-4);
   std::vector<float> state(gpu.optimizer_state.size());
-  thrust::copy(gpu.optimizer_state.begin(), gpu.optimizer_state.end(), state.begin());
+  gpu.optimizer_state.copy_to(state.data());
   EXPECT_LE(relative_difference(state, cpu.optimizer_state), 1e-3);
   EXPECT_EQ(gpu.step, 40);
 }
@@ -219,7 +219,7 @@ TEST(EvaluateLoss, MatchesCpuOnFusedAndLayeredApply) {
   for (float& v : targets.values()) v = gen.uniform(0.1f, 1.0f);
   const auto dt = tl::to_device(targets);
   const float expected = tl::evaluate_loss(tl::softmax_cross_entropy, wide, wide_params, data.x, targets);
-  const thrust::device_vector<float> on_device(wide_params.data(), wide_params.data() + wide_params.size);
+  const tl::device_buffer<float> on_device(wide_params.data(), wide_params.size);
   for (const auto regime : {tl::gpu_regime::automatic, tl::gpu_regime::layered})
     EXPECT_NEAR(tl::evaluate_loss(tl::softmax_cross_entropy, wide, on_device, dx, dt, regime), expected, 1e-5f * expected);
   EXPECT_NEAR(tl::value_and_grad(tl::softmax_cross_entropy, wide, wide_params, dx, dt).loss, expected, 1e-5f * expected);
@@ -439,12 +439,12 @@ __global__ void tanh_kernel(const float* x, float* y, int n) {
 TEST(DeviceMath, TanhAbsoluteErrorBelow4e7) {
   std::vector<float> xs;
   for (float x = -30.0f; x <= 30.0f; x += 0.000731f) xs.push_back(x);
-  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(xs.size());
-  tanh_kernel<<<int((xs.size() + 255) / 256), 256>>>(thrust::raw_pointer_cast(dx.data()),
-                                                     thrust::raw_pointer_cast(dy.data()), int(xs.size()));
+  tl::device_buffer<float> dx(xs.data(), xs.size()), dy(xs.size());
+  tanh_kernel<<<int((xs.size() + 255) / 256), 256>>>(dx.data(),
+                                                     dy.data(), int(xs.size()));
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> ys(xs.size());
-  thrust::copy(dy.begin(), dy.end(), ys.begin());
+  dy.copy_to(ys.data());
   double worst = 0;
   for (std::size_t i = 0; i < xs.size(); ++i) worst = std::max(worst, std::abs(ys[i] - std::tanh(double(xs[i]))));
   EXPECT_LT(worst, 4e-7);
@@ -460,13 +460,13 @@ TEST(DeviceMath, GeluAndSlopeMatchFloat64) {
   std::vector<float> xs;
   for (float x = -20.0f; x <= 20.0f; x += 0.000917f) xs.push_back(x);
   const int n = int(xs.size());
-  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), ds(n);
-  gelu_kernel<<<(n + 255) / 256, 256>>>(thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
-                                        thrust::raw_pointer_cast(ds.data()), n);
+  tl::device_buffer<float> dx(xs.data(), xs.size()), dy(n), ds(n);
+  gelu_kernel<<<(n + 255) / 256, 256>>>(dx.data(), dy.data(),
+                                        ds.data(), n);
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> ys(n), ss(n);
-  thrust::copy(dy.begin(), dy.end(), ys.begin());
-  thrust::copy(ds.begin(), ds.end(), ss.begin());
+  dy.copy_to(ys.data());
+  ds.copy_to(ss.data());
   // The value relative to max(|gelu|, 1e-3) (tiny values count absolutely); the slope,
   // which crosses zero near x = -0.75 and stays below 1.2, absolutely.
   double value = 0, slope = 0;

@@ -153,7 +153,7 @@ TEST(Layered, ThinFirstAndLastLayersOverChunksMatchCpu) {
   tl::rng gen(29);
   const auto params = tl::init<double>(field, gen);
   const auto x = random_batch(gen, 2, 9001, -2, 2);
-  const thrust::device_vector<double> p(params.flat().begin(), params.flat().end());
+  const tl::device_buffer<double> p(params.flat().data(), params.flat().size());
   const auto gpu = tl::to_host(tl::apply(field, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
   EXPECT_LE(relative_difference(gpu.values(), tl::apply(field, params, x).values()), 1e-12);
 }
@@ -281,7 +281,7 @@ TEST(Layered, ApplyMatchesCpu) {
   const auto params = tl::init(model, gen);
   const auto x = cast<float>(random_batch(gen, 2, 9001, -2, 2));
   const auto cpu = tl::apply(model, params, x);
-  const thrust::device_vector<float> p(params.flat().begin(), params.flat().end());
+  const tl::device_buffer<float> p(params.flat().data(), params.flat().size());
   const auto gpu = tl::to_host(tl::apply(model, p, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
   EXPECT_LE(relative_difference(gpu.values(), cpu.values()), 1e-5);
 }

@@ -178,7 +178,7 @@ void apply_matches_cpu(const Model& model) {
   const auto p = tl::init<double>(model, gen);
   const auto x = random_batch(gen, Model::inputs, 3001, -1.5, 1.5);
   const auto cpu = tl::apply(model, p, x);
-  const thrust::device_vector<double> params(p.flat().begin(), p.flat().end());
+  const tl::device_buffer<double> params(p.flat().data(), p.flat().size());
   const auto gpu = tl::to_host(tl::apply(model, params, tl::to_device(x), tl::gpu_regime::automatic, 20 << 10));
   EXPECT_LE(relative_difference(gpu.values(), cpu.values()), 1e-12);
 }

@@ -69,13 +69,13 @@ struct device_activation_values {
 template <class Activation>
 device_activation_values on_device(const Activation& act, const std::vector<float>& xs) {
   const int n = int(xs.size());
-  thrust::device_vector<float> dx(xs.begin(), xs.end()), dy(n), dd(n);
-  activation_kernel<<<(n + 63) / 64, 64>>>(act, thrust::raw_pointer_cast(dx.data()), thrust::raw_pointer_cast(dy.data()),
-                                           thrust::raw_pointer_cast(dd.data()), n);
+  tl::device_buffer<float> dx(xs.data(), xs.size()), dy(n), dd(n);
+  activation_kernel<<<(n + 63) / 64, 64>>>(act, dx.data(), dy.data(),
+                                           dd.data(), n);
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   device_activation_values out{std::vector<float>(n), std::vector<float>(n)};
-  thrust::copy(dy.begin(), dy.end(), out.values.begin());
-  thrust::copy(dd.begin(), dd.end(), out.slopes.begin());
+  dy.copy_to(out.values.data());
+  dd.copy_to(out.slopes.data());
   return out;
 }
 
@@ -189,12 +189,12 @@ TEST(GpuLayers, GeneralPathMatchesCpu) {
 template <tl::detail::gpu::general_sums V, class T>
 std::vector<T> general_rows(const tl::parameters<general_model_t, T>& p, const tl::basic_device_matrix<T>& x,
                             const tl::basic_device_matrix<T>& y) {
-  thrust::device_vector<T> params(p.flat().begin(), p.flat().end()), partials;
-  const int blocks = tl::detail::launch_partials<V>(general_model(), tl::mse, thrust::raw_pointer_cast(params.data()),
+  tl::device_buffer<T> params(p.flat().data(), p.flat().size()), partials;
+  const int blocks = tl::detail::launch_partials<V>(general_model(), tl::mse, params.data(),
                                                     x, y, partials, nullptr, tl::matmul_precision::fp32);
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<T> rows(std::size_t(blocks) * tl::detail::gpu::partial_row<general_model_t::parameter_count>);
-  thrust::copy(partials.begin(), partials.begin() + rows.size(), rows.begin());
+  partials.copy_to(rows.data(), 0, rows.size());
   return rows;
 }
 

@@ -14,7 +14,6 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
-#include <thrust/device_vector.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -27,6 +26,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/tile_layout.hpp"
 
@@ -135,7 +135,7 @@ class blas_products {
 
   // The handle and workspace: called before a graph capture, which allows no allocation.
   bool ready() const { return handle_ != nullptr; }
-  const thrust::device_vector<unsigned char>& workspace() const { return workspace_; }
+  const device_buffer<unsigned char>& workspace() const { return workspace_; }
   void prepare() {
     if (handle_) return;
     TL_CUBLAS_CHECK(cublasLtCreate(&handle_));
@@ -236,10 +236,10 @@ class blas_products {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     TL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
     if (capturing != cudaStreamCaptureStatusNone) return;
-    thrust::device_vector<C> scratch(s.ldc * s.n);
+    device_buffer<C> scratch(s.ldc * s.n);
     const event_pair e;
     const C alpha = C(1), beta = C(0);
-    C* c = thrust::raw_pointer_cast(scratch.data());
+    C* c = scratch.data();
     float best = std::numeric_limits<float>::infinity();
     for (int i = 0; i < p.candidate_count; ++i) {
       const cublasLtMatmulAlgo_t& algo = p.candidates[i];
@@ -260,11 +260,11 @@ class blas_products {
   }
 
   void* lane_workspace(int lane) {
-    return thrust::raw_pointer_cast(workspace_.data()) + std::size_t(lane) * workspace_bytes;
+    return workspace_.data() + std::size_t(lane) * workspace_bytes;
   }
 
   cublasLtHandle_t handle_ = nullptr;
-  thrust::device_vector<unsigned char> workspace_;
+  device_buffer<unsigned char> workspace_;
   std::map<key, plan> plans_;
 };
 

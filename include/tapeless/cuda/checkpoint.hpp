@@ -13,8 +13,8 @@ namespace tl {
 
 template <class Model, class Optimizer, class T>
 void save(const std::filesystem::path& path, const cuda_train_state<Model, Optimizer, T>& state) {
-  const std::vector<T> params(state.params.begin(), state.params.end());
-  const std::vector<T> moments(state.optimizer_state.begin(), state.optimizer_state.end());
+  const std::vector<T> params = state.params.to_host();
+  const std::vector<T> moments = state.optimizer_state.to_host();
   detail::write_checkpoint<Model, T>(path, params.data(), moments.data(), Optimizer::slot_names, Optimizer::name,
                                      state.step);
 }
@@ -23,10 +23,10 @@ template <class Model, class Optimizer, class T>
 void load(const std::filesystem::path& path, cuda_train_state<Model, Optimizer, T>& state,
           const load_options& options = {}) {
   const auto contents = detail::read_checkpoint<Model, T>(path, Optimizer::slot_names, Optimizer::name, options);
-  thrust::copy(contents.params.begin(), contents.params.end(), state.params.begin());
-  thrust::copy(contents.optimizer_state.begin(), contents.optimizer_state.end(), state.optimizer_state.begin());
+  state.params.assign(contents.params.data(), contents.params.size());
+  state.optimizer_state.assign(contents.optimizer_state.data(), contents.optimizer_state.size());
   state.step = contents.step;
-  state.step_counter[0] = contents.step;
+  state.step_counter.set(0, contents.step);
 }
 
 }  // namespace tl

@@ -2,15 +2,13 @@
 // and moving batches between them.
 #pragma once
 
-#include <thrust/copy.h>
-#include <thrust/device_vector.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
 #include <string>
 
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/nn/matrix.hpp"
 
@@ -46,7 +44,7 @@ inline device cpu_device() { return {}; }
 
 namespace detail {
 // The number of devices; where none is usable, a cuda_error with CUDA's reason before
-// anything else (thrust would throw a bare std::bad_alloc from its first allocation).
+// anything else (an allocation would fail first, in words about memory).
 inline int require_cuda_device(const std::string& where) {
   const int count = cuda_device_count();
   if (count == 0)
@@ -78,15 +76,15 @@ class device_indices {
  public:
   device_indices() = default;
   explicit device_indices(std::span<const std::size_t> host)
-      : values_(host.begin(), host.end()), largest_(host.empty() ? 0 : *std::max_element(host.begin(), host.end())) {}
+      : values_(host), largest_(host.empty() ? 0 : *std::max_element(host.begin(), host.end())) {}
   std::size_t size() const { return values_.size(); }
-  const thrust::device_vector<std::size_t>& values() const { return values_; }
+  const device_buffer<std::size_t>& values() const { return values_; }
   // Whether every index names one of `samples` samples.
   bool all_below(std::size_t samples) const { return values_.empty() || largest_ < samples; }
   std::size_t largest() const { return largest_; }  // 0 when empty
 
  private:
-  thrust::device_vector<std::size_t> values_;
+  device_buffer<std::size_t> values_;
   std::size_t largest_ = 0;
 };
 
@@ -96,11 +94,11 @@ template <class T>
 struct basic_device_matrix {
   using value_type = T;
   std::size_t rows = 0, sample_count = 0;
-  thrust::device_vector<T> values;
+  device_buffer<T> values;
   std::size_t features() const { return rows; }
   std::size_t batch() const { return sample_count; }
-  const T* data() const { return thrust::raw_pointer_cast(values.data()); }
-  T* data() { return thrust::raw_pointer_cast(values.data()); }
+  const T* data() const { return values.data(); }
+  T* data() { return values.data(); }
   // Mini-batches, as tl::basic_matrix::samples: samples [first, first + count), or the
   // samples at the host's `indices` in their order, copied on the device. Each call
   // allocates its result and uploads the indices (about 40 µs: docs/performance.md).
@@ -140,8 +138,7 @@ __global__ void gather_samples_kernel(T* out, const T* in, gathered_value_index 
 template <class T>
 basic_device_matrix<T> basic_device_matrix<T>::samples(std::size_t first, std::size_t count) const {
   detail::check_sample_range("device_matrix::samples", first, count, sample_count);
-  const auto begin = values.begin() + std::ptrdiff_t(first * rows);
-  return {rows, count, thrust::device_vector<T>(begin, begin + std::ptrdiff_t(rows * count))};
+  return {rows, count, device_buffer<T>(data() + first * rows, rows * count)};
 }
 template <class T>
 basic_device_matrix<T> basic_device_matrix<T>::samples(std::span<const std::size_t> indices) const {
@@ -170,7 +167,7 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
   // Enough blocks to fill an H100/H200 several times over; larger cuts loop.
   const auto blocks = unsigned(std::min<std::size_t>((n + threads - 1) / threads, 4096));
   detail::gather_samples_kernel<<<blocks, threads>>>(
-      out.data(), data(), detail::gathered_value_index{thrust::raw_pointer_cast(indices.values().data()) + first, rows},
+      out.data(), data(), detail::gathered_value_index{indices.values().data() + first, rows},
       n);
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
@@ -182,7 +179,7 @@ template <class T>
 basic_device_matrix<T> to_device(const basic_matrix<T>& m) {
   detail::require_cuda_device("to_device");
   basic_device_matrix<T> d{m.features(), m.batch(), {}};
-  d.values.assign(m.data(), m.data() + m.size());
+  d.values.assign(m.data(), m.size());
   return d;
 }
 // `x | tl::cuda_device()` moves a batch to the GPU; `d | tl::cpu_device()` back.
@@ -194,7 +191,7 @@ basic_device_matrix<T> operator|(const basic_matrix<T>& m, const device& dev) {
 template <class T>
 basic_matrix<T> to_host(const basic_device_matrix<T>& d) {
   basic_matrix<T> m(d.features(), d.batch());
-  thrust::copy(d.values.begin(), d.values.end(), m.data());
+  d.values.copy_to(m.data());
   return m;
 }
 template <class T>

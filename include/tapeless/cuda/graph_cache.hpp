@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cuda_runtime.h>
-#include <thrust/memory.h>
 
 #include <cstddef>
 #include <string>
@@ -13,13 +12,13 @@
 namespace tl {
 
 namespace detail {
-// The bytes of some device buffers' addresses (thrust vectors), for a key_type's
+// The bytes of some device buffers' addresses (tl::device_buffer), for a key_type's
 // `addresses`.
 template <class... Buffers>
 std::string addresses_of(const Buffers&... buffers) {
   std::string bytes;
   const auto append = [&](const void* p) { bytes.append(reinterpret_cast<const char*>(&p), sizeof p); };
-  (append(thrust::raw_pointer_cast(buffers.data())), ...);
+  (append(buffers.data()), ...);
   return bytes;
 }
 

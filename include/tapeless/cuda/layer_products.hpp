@@ -215,7 +215,7 @@ void first_layer_gradient(const Model& model, const T* params, const T* x, const
   static_assert(first_layer_gradient_contiguous<Model>,
                 "the fused first layer's partial rows are laid out as nn/dense.hpp lays out the gradient");
   constexpr std::size_t In0 = first::inputs, Out0 = first::outputs, Out1 = first_layer_fused_outputs<Model>;
-  T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + first_layer_partial_offset<Model>;
+  T* partials = ws.slice_partials.data() + first_layer_partial_offset<Model>;
   const T* params0 = params + Model::template parameter_offset<0>;
   const dim3 grid(unsigned(first_layer_column_blocks(Out0)), unsigned(first_layer_slices<Model>(rows)));
   const dim3 block(first_layer_block_columns(Out0), first_layer_block_threads / first_layer_block_columns(Out0));
@@ -245,9 +245,9 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
   const T* w = params + Model::template parameter_offset<L> + layer::weight_offset;
   T* grad = gradient + Model::template parameter_offset<L>;
   const T beta = accumulate ? T(1) : T(0);
-  const T* ones = thrust::raw_pointer_cast(ws.ones.data());
+  const T* ones = ws.ones.data();
   const blas_shape weights{false, true, In, Out, rows, In, Out, In}, deltas{false, false, In, rows, Out, In, Out, In};
-  T* sums = thrust::raw_pointer_cast(ws.products.data());
+  T* sums = ws.products.data();
   constexpr bool thin_delta = Out <= thin_product_terms;  // the input delta in input_delta_kernel alone
   constexpr bool fused_first = L == 1 && fuses_first_layer<Model>;
   constexpr bool fused_weights = L == 1 && fuses_second_layer_weights<Model>;  // in the first layer's kernel
@@ -293,7 +293,7 @@ void backward_layer(const Model& model, const T* params, const T* x, const T* in
     }
   } else if constexpr (L > 0) {
     // The deltas of layer L - 1 and its bias gradient's partial sums.
-    T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + bias_partial_offset<Model, L - 1>;
+    T* partials = ws.slice_partials.data() + bias_partial_offset<Model, L - 1>;
     const dim3 grid(unsigned(delta_column_blocks(In)), unsigned(bias_slices<Model, L - 1>(rows)));
     const dim3 block(delta_block_columns, delta_block_rows);
     using below = decltype(Model::template layer_type<L - 1>::activation);

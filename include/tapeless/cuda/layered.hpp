@@ -24,7 +24,6 @@
 
 #include <cub/device/device_reduce.cuh>
 #include <cub/warp/warp_reduce.cuh>
-#include <thrust/device_vector.h>
 
 #include <algorithm>
 #include <bit>
@@ -33,6 +32,7 @@
 #include <utility>
 
 #include "tapeless/cuda/delta_kernels.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
@@ -185,7 +185,7 @@ void add_slice_sums(layered_workspace<Model, T>& ws, std::size_t rows, T* gradie
               Model::template parameter_offset<0> + Model::template layer_type<0>::weight_offset,
               first_layer_partial_offset<Model>, first_layer_slices<Model>(rows));
   slice_sums_kernel<<<unsigned((table.entries + 7) / 8), 256, 0, stream>>>(
-      table, static_cast<const T*>(thrust::raw_pointer_cast(ws.slice_partials.data())), gradient, accumulate);
+      table, static_cast<const T*>(ws.slice_partials.data()), gradient, accumulate);
   TL_CUDA_CHECK_LAUNCH("slice_sums_kernel (layered backward)");
 }
 
@@ -207,7 +207,7 @@ template <matmul_precision Precision, class Model, class T>
 void layered_backward(const Model& model, const T* params, const T* x, std::size_t rows, T* units,
                       layered_workspace<Model, T>& ws, bool accumulate, cudaStream_t stream) {
   const std::size_t stride = ws.plan.stride;
-  T* gradient = thrust::raw_pointer_cast(ws.gradient.data());
+  T* gradient = ws.gradient.data();
   const bool overlap = overlaps_weight_products(rows);
   try {
     [&]<std::size_t... R>(std::index_sequence<R...>) {
@@ -240,9 +240,9 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
                     std::size_t batch, layered_workspace<Model, T>& ws, long* step_counter, cudaStream_t stream) {
   constexpr std::size_t In = Model::inputs, Out = Model::outputs;
   const std::size_t chunk = ws.plan.chunk, stride = ws.plan.stride;
-  T* units = thrust::raw_pointer_cast(ws.units.data());
-  T* losses = thrust::raw_pointer_cast(ws.sample_losses.data());
-  T* loss_and_flag = thrust::raw_pointer_cast(ws.loss_and_flag.data());
+  T* units = ws.units.data();
+  T* losses = ws.sample_losses.data();
+  T* loss_and_flag = ws.loss_and_flag.data();
   constexpr bool low = bfloat16_operands<Precision, T>;  // bfloat16 copies of the operands
   if constexpr (low) to_bfloat16(params, Model::parameter_count, ws.low_params(), stream);
   for (std::size_t first = 0; first < batch; first += chunk) {
@@ -281,13 +281,13 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
   });
   constexpr std::size_t P = Model::parameter_count;
   flag_non_finite_kernel<<<elementwise_blocks(P), 256, 0, stream>>>(
-      static_cast<const T*>(thrust::raw_pointer_cast(ws.gradient.data())), P,
-      thrust::raw_pointer_cast(ws.loss_and_flag.data()) + 1);
+      static_cast<const T*>(ws.gradient.data()), P,
+      ws.loss_and_flag.data() + 1);
   TL_CUDA_CHECK_LAUNCH("flag_non_finite_kernel");
   std::size_t storage = ws.reduce_storage.size();
-  TL_CUDA_CHECK(cub::DeviceReduce::Sum(thrust::raw_pointer_cast(ws.reduce_storage.data()), storage,
-                                       thrust::raw_pointer_cast(ws.sample_losses.data()),
-                                       thrust::raw_pointer_cast(ws.loss_and_flag.data()), batch, stream));
+  TL_CUDA_CHECK(cub::DeviceReduce::Sum(ws.reduce_storage.data(), storage,
+                                       ws.sample_losses.data(),
+                                       ws.loss_and_flag.data(), batch, stream));
 }
 
 // The model's outputs for a batch, chunk by chunk, into y ((outputs, batch)); ws
@@ -297,7 +297,7 @@ void layered_apply(const Model& model, const T* params, const T* x, std::size_t 
                    layered_workspace<layered_view<Model>, T>& ws) {
   decltype(auto) view = as_layered(model);
   const std::size_t chunk = ws.plan.chunk;
-  T* units = thrust::raw_pointer_cast(ws.units.data());
+  T* units = ws.units.data();
   for (std::size_t first = 0; first < batch; first += chunk)
     layered_forward<matmul_precision::fp32>(view, params, x + first * Model::inputs, std::min(chunk, batch - first),
                                             units, y + first * Model::outputs, false, ws, cudaStream_t(0));

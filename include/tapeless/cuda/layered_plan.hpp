@@ -5,8 +5,6 @@
 
 #include <cub/device/device_reduce.cuh>
 #include <cuda_bf16.h>
-#include <thrust/device_vector.h>
-#include <thrust/fill.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +12,7 @@
 #include <utility>
 
 #include "tapeless/cuda/blas.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/kernels.hpp"
@@ -283,24 +282,24 @@ struct layered_partials {
 template <class Model, class T>
 struct layered_workspace {
   layered_plan<Model> plan;
-  thrust::device_vector<T> units;          // a chunk's outputs, then its slopes / deltas
-  thrust::device_vector<T> gradient;       // the step's sums, every layer's in place
-  thrust::device_vector<T> slice_partials;  // per slice of samples: bias rows, the fused first layer's
-  thrust::device_vector<T> sample_losses;  // one per sample of the batch
-  thrust::device_vector<T> loss_and_flag = thrust::device_vector<T>(2);
-  thrust::device_vector<unsigned char> reduce_storage;  // cub::DeviceReduce's
+  device_buffer<T> units;          // a chunk's outputs, then its slopes / deltas
+  device_buffer<T> gradient;       // the step's sums, every layer's in place
+  device_buffer<T> slice_partials;  // per slice of samples: bias rows, the fused first layer's
+  device_buffer<T> sample_losses;  // one per sample of the batch
+  device_buffer<T> loss_and_flag = device_buffer<T>(2);
+  device_buffer<unsigned char> reduce_storage;  // cub::DeviceReduce's
   // cuBLASLt's: its plans, a column of ones (the last layer's bias gradient is its
   // deltas times ones) and the input-delta products before they are scaled by the slopes.
   blas_products blas;
-  thrust::device_vector<T> ones, products;
+  device_buffer<T> ones, products;
   // The weight gradients' products run on a second stream beside the input deltas'
   // (cuda/layered.hpp): neither reads what the other writes.
   side_stream side;
   // bfloat16 copies of the products' operands, for matmul_precision::bf16: the
   // parameters (made once a step), a chunk's inputs, every layer's outputs, then every
   // layer's deltas, each written beside its fp32 values by the kernel that makes them.
-  thrust::device_vector<__nv_bfloat16> low;
-  __nv_bfloat16* low_params() { return thrust::raw_pointer_cast(low.data()); }
+  device_buffer<__nv_bfloat16> low;
+  __nv_bfloat16* low_params() { return low.data(); }
   static constexpr std::size_t low_params_size = (Model::parameter_count + 127) / 128 * 128;  // 256-byte aligned
   __nv_bfloat16* low_inputs() { return low_params() + low_params_size; }
   template <std::size_t L>
@@ -359,7 +358,7 @@ struct layered_workspace {
     }
     if (ones.size() < want_ones) {
       ones.resize(want_ones);
-      thrust::fill(ones.begin(), ones.end(), T(1));
+      ones.fill(T(1));
     }
     products.resize(std::max(products.size(), want_products));
     low.resize(std::max(low.size(), want_low));
@@ -375,7 +374,7 @@ struct layered_workspace {
   }
 
   layered_partials<T> view() const {
-    return {thrust::raw_pointer_cast(gradient.data()), thrust::raw_pointer_cast(loss_and_flag.data())};
+    return {gradient.data(), loss_and_flag.data()};
   }
 };
 

@@ -19,13 +19,12 @@
 // stage's deltas are that, written straight into its delta rows.
 #pragma once
 
-#include <thrust/device_vector.h>
-
 #include <cstddef>
 #include <type_traits>
 
 #include "tapeless/cuda/blas.hpp"
 #include "tapeless/cuda/delta_kernels.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/layer_norm_stage.hpp"
 #include "tapeless/cuda/layer_products.hpp"
@@ -75,7 +74,7 @@ void copy(const T* from, T* to, std::size_t count, cudaStream_t stream) {
 // products buffer when stage L - 1 is dense (its slopes multiply it on the way).
 template <class Model, std::size_t L, class T>
 T* handed_back_to(T* units, layered_workspace<Model, T>& ws) {
-  if constexpr (dense_at<Model, L - 1>()) return thrust::raw_pointer_cast(ws.products.data());
+  if constexpr (dense_at<Model, L - 1>()) return ws.products.data();
   else return layer_slopes<Model, L - 1>(units, ws.plan.stride);
 }
 // Then, for a dense stage L - 1: its deltas from its slopes and `d` (plus `identity`, a
@@ -87,7 +86,7 @@ void finish_hand_back(const T* d, T* units, std::size_t rows, layered_workspace<
   if constexpr (dense_at<Model, B>()) {
     using below = typename Model::template layer_type<B>;
     const std::size_t stride = ws.plan.stride;
-    T* partials = thrust::raw_pointer_cast(ws.slice_partials.data()) + bias_partial_offset<Model, B>;
+    T* partials = ws.slice_partials.data() + bias_partial_offset<Model, B>;
     const dim3 grid(unsigned(delta_column_blocks(below::outputs)), unsigned(bias_slices<Model, B>(rows)));
     const dim3 block(delta_block_columns, delta_block_rows);
     using activation = std::conditional_t<slopes_from_outputs<Model, B>, decltype(below::activation), void>;
@@ -159,7 +158,7 @@ void backward_stage(const Model& model, const T* params, const T* x, std::size_t
     if constexpr (P > 0)
       ws.blas.multiply(blas_shape{false, false, P, 1, gradient_rows, P, gradient_rows, P},
                        static_cast<const T*>(rows_of_gradients),
-                       static_cast<const T*>(thrust::raw_pointer_cast(ws.ones.data())),
+                       static_cast<const T*>(ws.ones.data()),
                        gradient + Model::template parameter_offset<L>, accumulate ? T(1) : T(0),
                        matmul_precision::fp32, stream);
     if constexpr (L > 0) finish_hand_back<Model, L>(din, units, rows, ws, stream);

@@ -9,14 +9,13 @@
 #pragma once
 
 #include <cub/device/device_segmented_reduce.cuh>
-#include <thrust/count.h>
-#include <thrust/device_vector.h>
 
 #include <array>
 #include <span>
 #include <vector>
 
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/kernels.hpp"
 #include "tapeless/cuda/train.hpp"
 #include "tapeless/lsq/normal_equations.hpp"
@@ -61,18 +60,22 @@ __global__ void normal_equations_kernel(Model model, const T* p, const T* x, con
 }  // namespace detail::gpu
 
 namespace detail {
+// The number of nonzero weights into *count (zero before the launch).
 template <class T>
-struct nonzero {
-  TL_HD bool operator()(T w) const { return w != T(0); }
-};
+__global__ void count_nonzero_kernel(const T* weights, std::size_t n, unsigned long long* count) {
+  unsigned long long mine = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    mine += weights[i] != T(0);
+  if (mine != 0) atomicAdd(count, mine);
+}
 
 // Buffers reused by every iteration of one fit.
 template <class T>
 struct device_normal_equations {
   int blocks = 0;
-  thrust::device_vector<T> by_column, sums, params;
-  thrust::device_vector<int> offsets;
-  thrust::device_vector<unsigned char> temporary;
+  device_buffer<T> by_column, sums, params;
+  device_buffer<int> offsets;
+  device_buffer<unsigned char> temporary;
 };
 }  // namespace detail
 
@@ -83,7 +86,7 @@ template <model Model, class T>
 lsq::result<Model::parameter_count> least_squares(const Model& model, parameters<Model, T>& params,
                                                   const basic_device_matrix<T>& x, const basic_device_matrix<T>& y,
                                                   const lsq::options& options = {},
-                                                  const thrust::device_vector<T>& weights = {}) {
+                                                  const device_buffer<T>& weights = {}) {
   constexpr std::size_t P = Model::parameter_count, N = lsq::packed_sums<P>;
   static_assert(N <= 256, "tapeless::least_squares on the GPU: at most 20 parameters (J^T J's sums in registers)");
   detail::check_batch<Model>("least_squares", x, &y);
@@ -97,29 +100,35 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
   buffers.params.resize(P);
   std::vector<int> offsets(N + 1);
   for (std::size_t j = 0; j <= N; ++j) offsets[j] = int(j) * buffers.blocks;
-  buffers.offsets.assign(offsets.begin(), offsets.end());
-  const int* first = thrust::raw_pointer_cast(buffers.offsets.data());
+  buffers.offsets.assign(offsets.data(), offsets.size());
+  const int* first = buffers.offsets.data();
   std::size_t temporary_bytes = 0;
-  TL_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temporary_bytes, buffers.by_column.data().get(),
-                                                buffers.sums.data().get(), int(N), first, first + 1));
+  TL_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, temporary_bytes, buffers.by_column.data(),
+                                                buffers.sums.data(), int(N), first, first + 1));
   buffers.temporary.resize(temporary_bytes);
   std::size_t used = x.batch();
-  if (!weights.empty()) used = std::size_t(thrust::count_if(weights.begin(), weights.end(), detail::nonzero<T>{}));
+  if (!weights.empty()) {
+    device_buffer<unsigned long long> nonzero(1);
+    detail::count_nonzero_kernel<<<detail::gpu::elementwise_blocks(weights.size()), threads>>>(
+        weights.data(), weights.size(), nonzero.data());
+    TL_CUDA_CHECK_LAUNCH("count_nonzero_kernel");
+    used = std::size_t(nonzero.get(0));
+  }
 
   auto evaluate = [&](const std::array<double, P>& at, lsq::normal_equations<P>& out, bool jacobian) {
     std::array<T, P> p;
     for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(at[j]);
-    thrust::copy(p.begin(), p.end(), buffers.params.begin());
+    buffers.params.assign(p.data(), P);
     const std::size_t shared = (threads / detail::gpu::warp_size) * detail::gpu::padded_sums<N> * sizeof(T);
     detail::gpu::normal_equations_kernel<<<buffers.blocks, threads, shared>>>(
-        model, buffers.params.data().get(), x.data(), y.data(), weights.empty() ? nullptr : weights.data().get(),
-        x.batch(), jacobian, buffers.by_column.data().get());
+        model, buffers.params.data(), x.data(), y.data(), weights.empty() ? nullptr : weights.data(),
+        x.batch(), jacobian, buffers.by_column.data());
     TL_CUDA_CHECK_LAUNCH("normal_equations_kernel");
-    TL_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(buffers.temporary.data().get(), temporary_bytes,
-                                                  buffers.by_column.data().get(), buffers.sums.data().get(), int(N),
+    TL_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(buffers.temporary.data(), temporary_bytes,
+                                                  buffers.by_column.data(), buffers.sums.data(), int(N),
                                                   first, first + 1));
     std::array<T, N> sums;
-    thrust::copy(buffers.sums.begin(), buffers.sums.end(), sums.begin());  // synchronizes
+    buffers.sums.copy_to(sums.data());  // synchronizes
     out = lsq::unpack_normal_equations<P>([&](std::size_t i) { return sums[i]; }, used * Model::outputs);
   };
   std::array<double, P> start;

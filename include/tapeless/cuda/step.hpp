@@ -4,8 +4,6 @@
 // reduce_update_kernel. cuda/train.hpp builds the user's calls on these.
 #pragma once
 
-#include <thrust/device_vector.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -14,6 +12,7 @@
 
 #include "tapeless/core/environment.hpp"
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/general_kernel.hpp"
 #include "tapeless/cuda/kernels.hpp"
 #include "tapeless/cuda/layered.hpp"
@@ -175,7 +174,7 @@ int step_blocks(std::size_t batch) {
 
 // Grows `partials` to one row per block (outside any graph capture).
 template <model Model, class T>
-int size_partials(std::size_t batch, thrust::device_vector<T>& partials, const char* where = "train_step") {
+int size_partials(std::size_t batch, device_buffer<T>& partials, const char* where = "train_step") {
   const int blocks = step_blocks<Model, T>(batch);
   const std::size_t row = gpu::partial_row<Model::parameter_count>, want = std::size_t(blocks) * row;
   if (partials.size() < want) {
@@ -214,11 +213,11 @@ void launch_tiled(const Model& model, const Loss& loss, const float* params, con
 // (training takes the default; the A/B and the tests name the others).
 template <gpu::general_sums Sums = gpu::general_default_sums, model Model, class Loss, class T>
 int launch_partials(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
-                    const basic_device_matrix<T>& y, thrust::device_vector<T>& partials, long* step_counter,
+                    const basic_device_matrix<T>& y, device_buffer<T>& partials, long* step_counter,
                     matmul_precision precision, cudaStream_t stream = 0) {
   constexpr std::size_t N = Model::parameter_count + 1;
   const int blocks = size_partials<Model>(x.batch(), partials);
-  T* out = thrust::raw_pointer_cast(partials.data());
+  T* out = partials.data();
   if constexpr (fused_path<Model, T> == gpu_path::registers) {
     const std::size_t shared = (step_threads / gpu::warp_size) * gpu::padded_sums<N> * sizeof(T);
     gpu::partial_sums_kernel<<<blocks, step_threads, shared, stream>>>(model, loss, params, x.data(), y.data(),
@@ -266,7 +265,7 @@ struct step_output {
 
 // Buffers sized for x's batch before a step is enqueued (never during a graph capture).
 template <model Model, class T>
-void prepare_step(const char* where, std::size_t batch, bool layered, thrust::device_vector<T>& partials,
+void prepare_step(const char* where, std::size_t batch, bool layered, device_buffer<T>& partials,
                   layered_workspace_for<Model, T>& workspace, std::size_t chunk_bytes, matmul_precision precision) {
   if constexpr (layered_available<Model>) {
     if (layered)
@@ -280,7 +279,7 @@ void prepare_step(const char* where, std::size_t batch, bool layered, thrust::de
 // GEMMs), then reduce_update_kernel; `params` are read, and updated when out.params is.
 template <model Model, class Loss, class T, class Optimizer>
 void enqueue_gradient(const Model& model, const Loss& loss, const T* params, const basic_device_matrix<T>& x,
-                      const basic_device_matrix<T>& y, bool layered, thrust::device_vector<T>& partials,
+                      const basic_device_matrix<T>& y, bool layered, device_buffer<T>& partials,
                       layered_workspace_for<Model, T>& workspace, matmul_precision precision,
                       const step_output<Optimizer, T>& out, cudaStream_t stream) {
   const T scale = loss_scale<T, Model, Loss>(x.batch());
@@ -298,7 +297,7 @@ void enqueue_gradient(const Model& model, const Loss& loss, const T* params, con
   }
   if constexpr (fused_available<Model, T>) {
     const int blocks = launch_partials(model, loss, params, x, y, partials, out.counter, precision, stream);
-    reduce(gpu::block_partials<Model::parameter_count, T>{thrust::raw_pointer_cast(partials.data()), blocks});
+    reduce(gpu::block_partials<Model::parameter_count, T>{partials.data(), blocks});
   }
 }
 

@@ -11,8 +11,6 @@
 // model. cuda_train_state::regime overrides the choice.
 #pragma once
 
-#include <thrust/device_vector.h>
-
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -20,6 +18,7 @@
 
 #include "tapeless/core/finite.hpp"
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
 #include "tapeless/cuda/step.hpp"
 #include "tapeless/train/progress.hpp"
@@ -47,13 +46,13 @@ struct cuda_train_state {
   Model model;
   Optimizer optimizer;
   long step = 0;
-  thrust::device_vector<T> params, optimizer_state, loss;
-  thrust::device_vector<T> partials;  // per-block sums of the per-step path
-  thrust::device_vector<T> history;   // loss per epoch of the running fit
+  device_buffer<T> params, optimizer_state, loss;
+  device_buffer<T> partials;  // per-block sums of the per-step path
+  device_buffer<T> history;   // loss per epoch of the running fit
   // The step that failed (-1: none) and why: 0 the loss, 1 the gradient, was not finite.
-  thrust::device_vector<long> failed = thrust::device_vector<long>(2, -1);
+  device_buffer<long> failed = device_buffer<long>(2, -1L);
   // The device's copy of `step`, and the step a running fit() started from.
-  thrust::device_vector<long> step_counter = thrust::device_vector<long>(2, 0);
+  device_buffer<long> step_counter = device_buffer<long>(2);
   detail::graph_cache graph;  // the per-step path of fit(): its two graphs, captured once per shape
   // How the tiled path (dense chains over 255 parameters, float) multiplies layers
   // whose widths are multiples of 16; tf32 trades precision (~1e-3) for tensor cores.
@@ -66,12 +65,12 @@ struct cuda_train_state {
 
   cuda_train_state(Model m, const parameters<Model, T>& p, Optimizer opt)
       : model(m), optimizer(opt),
-        params(p.data(), p.data() + detail::checked_parameter_count<Model, Optimizer, T>()),
-        optimizer_state(Optimizer::state_slots * P, T(0)), loss(1, T(0)) {}
+        params(p.data(), detail::checked_parameter_count<Model, Optimizer, T>()),
+        optimizer_state(Optimizer::state_slots * P), loss(1) {}
 
   parameters<Model, T> host_params() const {
     parameters<Model, T> p;
-    thrust::copy(params.begin(), params.end(), p.data());
+    params.copy_to(p.data());
     return p;
   }
 };
@@ -83,9 +82,9 @@ template <model Model, class Optimizer, class T>
 cuda_train_state<Model, Optimizer, T> to_device(const train_state<Model, Optimizer, T>& s, const device& dev) {
   if (!dev.is_cuda()) throw shape_error("tapeless::to_device: expected a CUDA device, got " + dev.name());
   cuda_train_state<Model, Optimizer, T> d(s.model, s.params, s.optimizer);
-  d.optimizer_state.assign(s.optimizer_state.begin(), s.optimizer_state.end());
+  d.optimizer_state.assign(s.optimizer_state.data(), s.optimizer_state.size());
   d.step = s.step;
-  d.step_counter[0] = s.step;
+  d.step_counter.set(0, s.step);
   return d;
 }
 
@@ -96,15 +95,15 @@ namespace detail {
 template <model Model, class Optimizer, class T, class Loss>
 void enqueue_step(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const basic_device_matrix<T>& x,
                   const basic_device_matrix<T>& y, cudaStream_t stream, bool record_history) {
-  T* params = thrust::raw_pointer_cast(s.params.data());
-  const step_output<Optimizer, T> out{thrust::raw_pointer_cast(s.loss.data()),
+  T* params = s.params.data();
+  const step_output<Optimizer, T> out{s.loss.data(),
                                       nullptr,
                                       s.optimizer,
                                       params,
-                                      thrust::raw_pointer_cast(s.optimizer_state.data()),
-                                      thrust::raw_pointer_cast(s.step_counter.data()),
-                                      record_history ? thrust::raw_pointer_cast(s.history.data()) : nullptr,
-                                      thrust::raw_pointer_cast(s.failed.data())};
+                                      s.optimizer_state.data(),
+                                      s.step_counter.data(),
+                                      record_history ? s.history.data() : nullptr,
+                                      s.failed.data()};
   enqueue_gradient(s.model, loss, params, x, y, takes_layered_path<Model, T>(s.regime, s.precision), s.partials,
                    s.layered, s.precision, out, stream);
 }
@@ -136,11 +135,11 @@ __global__ void least_non_finite_kernel(const T* values, std::size_t count, unsi
 template <class T>
 std::size_t least_non_finite(const T* values, std::size_t count) {
   constexpr unsigned long long none = ~0ull;
-  thrust::device_vector<unsigned long long> least(1, none);
+  device_buffer<unsigned long long> least(1, none);
   least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(values, count,
-                                                                    thrust::raw_pointer_cast(least.data()));
+                                                                    least.data());
   TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
-  const unsigned long long at = least[0];  // (waits for the kernel)
+  const unsigned long long at = least.get(0);  // (waits for the kernel)
   return at < count ? std::size_t(at) : count;
 }
 
@@ -151,14 +150,14 @@ std::size_t least_non_finite(const T* values, std::size_t count) {
 // up the hint, never the numeric_error and its loss history.
 template <class T>
 std::string non_finite_cause(const basic_device_matrix<T>* x, const basic_device_matrix<T>* y,
-                             const thrust::device_vector<T>& params, bool initial) try {
+                             const device_buffer<T>& params, bool initial) try {
   for (const auto* m : {x, y}) {
     if (!m) continue;
     const std::size_t count = m->values.size(), at = least_non_finite(m->data(), count);
-    if (at < count) return non_finite_sample(m == x ? "x" : "y", double(T(m->values[at])), at, m->features());
+    if (at < count) return non_finite_sample(m == x ? "x" : "y", double(m->values.get(at)), at, m->features());
   }
-  const std::size_t at = least_non_finite(thrust::raw_pointer_cast(params.data()), params.size());
-  if (at < params.size()) return non_finite_parameter(double(T(params[at])), at, initial);
+  const std::size_t at = least_non_finite(params.data(), params.size());
+  if (at < params.size()) return non_finite_parameter(double(params.get(at)), at, initial);
   return {};
 } catch (const std::exception&) {
   return {};
@@ -178,12 +177,12 @@ device_scalar<T> train_step(cuda_train_state<Model, Optimizer, T>& s, const Loss
   detail::prepare_step("train_step", s, x.batch());
   detail::enqueue_step(s, loss, x, y, 0, false);
   ++s.step;
-  return {thrust::raw_pointer_cast(s.loss.data())};
+  return {s.loss.data()};
 }
 
 template <model Model, class Optimizer, class T>
 void check_finite(const cuda_train_state<Model, Optimizer, T>& s) {
-  const std::vector<long> failed(s.failed.begin(), s.failed.end());
+  const std::vector<long> failed = s.failed.to_host();
   if (failed[0] >= 0)
     throw numeric_error(detail::failure_message("train_step", failed[0], failed[1],
                                                 detail::non_finite_cause<T>(nullptr, nullptr, s.params,
@@ -224,7 +223,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   const long first_step = s.step;
   // Synchronous on the default stream: it also waits for what was enqueued there
   // before (a samples_into cut), which the graphs' own stream would not.
-  thrust::fill(s.failed.begin(), s.failed.end(), -1L);
+  s.failed.fill(-1L);
   const auto start = std::chrono::steady_clock::now();
   // A regime or precision the model cannot take is an error at every batch size, before
   // the one-launch kernel (which has no regime) could be chosen for a small one.
@@ -245,14 +244,14 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
       (void)configured;
       detail::gpu::fit_one_block_kernel<<<1, threads, shared>>>(
           s.model, loss, s.optimizer, x.data(), y.data(), x.batch(), detail::loss_scale<T, Model, Loss>(x.batch()),
-          thrust::raw_pointer_cast(s.params.data()), thrust::raw_pointer_cast(s.optimizer_state.data()), s.step,
-          static_cast<int>(epochs), thrust::raw_pointer_cast(s.history.data()),
-          thrust::raw_pointer_cast(s.failed.data()));
+          s.params.data(), s.optimizer_state.data(), s.step,
+          static_cast<int>(epochs), s.history.data(),
+          s.failed.data());
       TL_CUDA_CHECK_LAUNCH("fit_one_block_kernel");
     }
   } else {
     const long counters[2] = {first_step, first_step};
-    thrust::copy(counters, counters + 2, s.step_counter.begin());
+    s.step_counter.assign(counters, 2);
     detail::prepare_step("fit", s, x.batch());  // no allocation during capture
     std::string settings(reinterpret_cast<const char*>(&loss), sizeof loss);
     settings.append(reinterpret_cast<const char*>(&s.optimizer), sizeof s.optimizer);
@@ -275,7 +274,7 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
     const auto hold_graph_of = [&](std::size_t steps) {
       const auto k = key_for(steps);
       if (!s.graph.holds(k))
-        detail::plan_products(s.model, loss, static_cast<const T*>(thrust::raw_pointer_cast(s.params.data())), x, y,
+        detail::plan_products(s.model, loss, static_cast<const T*>(s.params.data()), x, y,
                               layered, s.layered, s.precision, s.graph.stream());
       s.graph.hold(k, [&](cudaStream_t stream) {
         for (std::size_t e = 0; e < steps; ++e) detail::enqueue_step(s, loss, x, y, stream, true);
@@ -291,12 +290,12 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
   }
   TL_CUDA_CHECK(cudaDeviceSynchronize());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<long> failed(s.failed.begin(), s.failed.end());
+  const std::vector<long> failed = s.failed.to_host();
   const std::size_t done = failed[0] >= 0 ? std::size_t(failed[0] - first_step) : epochs;
   s.step = first_step + long(done);  // steps after a non-finite loss or gradient were not applied
-  s.step_counter[0] = s.step;
+  s.step_counter.set(0, s.step);
   std::vector<T> history(done);
-  thrust::copy(s.history.begin(), s.history.begin() + long(done), history.begin());
+  s.history.copy_to(history.data(), 0, done);
   result.loss_history.assign(history.begin(), history.end());
   if (options.progress) detail::report_finished_run(result.loss_history, options.log_every, result.seconds);
   if (failed[0] >= 0)
@@ -308,24 +307,24 @@ fit_result fit(cuda_train_state<Model, Optimizer, T>& s, const Loss& loss, const
 
 // The model's outputs for every sample of a device batch: (outputs, batch) on the device.
 template <model Model, class T>
-basic_device_matrix<T> apply(const Model& model, const thrust::device_vector<T>& params,
+basic_device_matrix<T> apply(const Model& model, const device_buffer<T>& params,
                              const basic_device_matrix<T>& x, gpu_regime regime = gpu_regime::automatic,
                              std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
   detail::check_batch<Model>("apply", x);
   detail::require_size("apply", "the number of parameters", Model::parameter_count, params.size());
-  basic_device_matrix<T> y{Model::outputs, x.batch(), thrust::device_vector<T>(Model::outputs * x.batch())};
+  basic_device_matrix<T> y{Model::outputs, x.batch(), device_buffer<T>(Model::outputs * x.batch())};
   if constexpr (detail::layered_available<Model>) {
     if (detail::takes_layered_path<Model, T>(regime)) {
       detail::layered_workspace_for<Model, T> workspace;
       workspace.prepare("apply", x.batch(), layered_chunk_bytes, false);
-      detail::gpu::layered_apply(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(), y.data(),
+      detail::gpu::layered_apply(model, params.data(), x.data(), x.batch(), y.data(),
                                  workspace);
       return y;
     }
   }
   if constexpr (detail::fused_available<Model, T>) {
     const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
-    detail::gpu::apply_kernel<<<blocks, 256>>>(model, thrust::raw_pointer_cast(params.data()), x.data(), x.batch(),
+    detail::gpu::apply_kernel<<<blocks, 256>>>(model, params.data(), x.data(), x.batch(),
                                                y.data());
     TL_CUDA_CHECK_LAUNCH("apply_kernel");
   }
@@ -337,7 +336,7 @@ template <model Model, class T>
 basic_device_matrix<T> apply(const Model& model, const parameters<Model, T>& params, const basic_device_matrix<T>& x,
                              gpu_regime regime = gpu_regime::automatic,
                              std::size_t layered_chunk_bytes = detail::gpu::default_chunk_bytes) {
-  const thrust::device_vector<T> on_device(params.data(), params.data() + Model::parameter_count);
+  const device_buffer<T> on_device(params.data(), Model::parameter_count);
   return apply(model, on_device, x, regime, layered_chunk_bytes);
 }
 template <model Model, class Optimizer, class T>
@@ -355,16 +354,16 @@ loss_and_gradient<Model, T> value_and_grad(const Loss& loss, const Model& model,
   static_assert(check_loss<Loss>() || true);  // the check reports itself
   detail::check_batch<Model>("value_and_grad", x, &y);
   constexpr std::size_t P = Model::parameter_count;
-  thrust::device_vector<T> p(params.data(), params.data() + P), grad(P), out(1), partials;
+  device_buffer<T> p(params.data(), P), grad(P), out(1), partials;
   detail::layered_workspace_for<Model, T> workspace;
   const bool layered = detail::takes_layered_path<Model, T>(regime, precision);
   detail::prepare_step<Model, T>("value_and_grad", x.batch(), layered, partials, workspace, layered_chunk_bytes,
                                  precision);
-  detail::step_output<sgd, T> result_at{thrust::raw_pointer_cast(out.data()), thrust::raw_pointer_cast(grad.data())};
-  detail::enqueue_gradient(model, loss, thrust::raw_pointer_cast(p.data()), x, y, layered, partials, workspace,
+  detail::step_output<sgd, T> result_at{out.data(), grad.data()};
+  detail::enqueue_gradient(model, loss, p.data(), x, y, layered, partials, workspace,
                            precision, result_at, cudaStream_t(0));
-  loss_and_gradient<Model, T> result{out[0], parameters<Model, T>{}};
-  thrust::copy(grad.begin(), grad.end(), result.gradient.data());
+  loss_and_gradient<Model, T> result{out.get(0), parameters<Model, T>{}};
+  grad.copy_to(result.gradient.data());
   return result;
 }
 

@@ -1,0 +1,173 @@
+// Device memory as tapeless holds it: tl::device_buffer<T>, an owning, contiguous,
+// typed allocation in GPU memory (a training state's parameters, a device batch's
+// values, every workspace).
+//
+// Why not thrust::device_vector, which it replaced: parsing Thrust's headers took
+// about a fifth of every nvcc build of a model (3.4 s of the seed fit's 16.7 on the
+// 2-core machine: the A/B is in docs/design.md), for an allocation, copies and a fill.
+// Here those are the CUDA runtime's calls, and a failure is a tl::cuda_error that
+// names the call, as everywhere else in the library.
+//
+// Copies take host or device pointers alike (cudaMemcpyDefault: unified addressing).
+// Every call that writes the buffer returns once the default stream has done it, as
+// thrust's did: the library's own streams are non-blocking, and a kernel on one of
+// them must never see a half-written buffer. New elements are zero bytes (0 for every
+// arithmetic type, as thrust::device_vector's value-initialization gave).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tapeless/cuda/errors.hpp"
+
+namespace tl {
+namespace detail {
+template <class T>
+__global__ void fill_kernel(T* out, std::size_t count, T value) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+}  // namespace detail
+
+template <class T>
+class device_buffer {
+  static_assert(std::is_trivially_copyable_v<T>, "tl::device_buffer holds values copied byte for byte");
+
+ public:
+  using value_type = T;
+
+  device_buffer() = default;
+  // `count` zeros.
+  explicit device_buffer(std::size_t count) : device_buffer(adopt, allocate(count), count) { zero(0, count); }
+  device_buffer(std::size_t count, const T& value) : device_buffer(adopt, allocate(count), count) { fill(value); }
+  // A copy of [first, first + count) from host or device memory.
+  device_buffer(const T* first, std::size_t count) : device_buffer(adopt, allocate(count), count) {
+    copy(data_, first, count);
+  }
+  explicit device_buffer(std::span<const T> from) : device_buffer(from.data(), from.size()) {}
+  explicit device_buffer(const std::vector<T>& from) : device_buffer(from.data(), from.size()) {}
+
+  device_buffer(const device_buffer& other) : device_buffer(other.data_, other.size_) {}
+  device_buffer(device_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  // The copy is made before this buffer's memory is given back, so a failed
+  // allocation leaves it as it was.
+  device_buffer& operator=(const device_buffer& other) {
+    if (this != &other) device_buffer(other).swap(*this);
+    return *this;
+  }
+  device_buffer& operator=(device_buffer&& other) noexcept {
+    device_buffer(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~device_buffer() {
+    if (data_) (void)cudaFree(data_);  // (a destructor cannot throw; a failed free leaks)
+  }
+  void swap(device_buffer& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+
+  // `count` values: the first min(size(), count) kept, any new ones zero. The old
+  // memory is given back only once the new is allocated and filled.
+  void resize(std::size_t count) {
+    if (count == size_) return;
+    device_buffer bigger(allocate(count), count);
+    const std::size_t kept = count < size_ ? count : size_;
+    copy(bigger.data_, data_, kept);
+    bigger.zero(kept, count);
+    bigger.swap(*this);
+  }
+  // These values become [first, first + count) of host or device memory.
+  void assign(const T* first, std::size_t count) {
+    if (count == size_) {
+      copy(data_, first, count);
+      return;
+    }
+    device_buffer(first, count).swap(*this);
+  }
+  void assign(std::span<const T> from) { assign(from.data(), from.size()); }
+  // Every value set to `value`.
+  void fill(const T& value) {
+    if (size_ == 0) return;
+    constexpr std::size_t threads = 256, most_blocks = 4096;
+    const std::size_t blocks = (size_ + threads - 1) / threads;
+    detail::fill_kernel<<<unsigned(blocks < most_blocks ? blocks : most_blocks), unsigned(threads)>>>(data_, size_,
+                                                                                                      value);
+    TL_CUDA_CHECK_LAUNCH("tl::detail::fill_kernel");
+    TL_CUDA_CHECK(cudaStreamSynchronize(0));
+  }
+
+  // Values [first, first + count) into host or device memory at `out`.
+  void copy_to(T* out, std::size_t first, std::size_t count) const {
+    if (first > size_ || count > size_ - first)
+      throw std::out_of_range("tapeless::device_buffer::copy_to: values [" + std::to_string(first) + ", " +
+                              std::to_string(first + count) + ") of " + std::to_string(size_));
+    copy(out, data_ + first, count);
+  }
+  void copy_to(T* out) const { copy(out, data_, size_); }
+  std::vector<T> to_host() const {
+    std::vector<T> out(size_);
+    copy_to(out.data());
+    return out;
+  }
+  // One value, read or written through the host (each call synchronizes).
+  T get(std::size_t i) const {
+    T value;
+    copy_to(&value, i, 1);
+    return value;
+  }
+  void set(std::size_t i, const T& value) {
+    if (i >= size_)
+      throw std::out_of_range("tapeless::device_buffer::set: value " + std::to_string(i) + " of " +
+                              std::to_string(size_));
+    copy(data_ + i, &value, 1);
+  }
+
+ private:
+  // Takes ownership of `memory` (tagged, so that no copy from a T* ever means this).
+  struct adopt_tag {};
+  static constexpr adopt_tag adopt{};
+  device_buffer(adopt_tag, T* memory, std::size_t count) noexcept : data_(memory), size_(count) {}
+
+  static T* allocate(std::size_t count) {
+    if (count == 0) return nullptr;
+    if (count > std::size_t(-1) / sizeof(T))
+      throw cuda_error(cudaErrorMemoryAllocation,
+                       "tapeless::device_buffer: " + std::to_string(count) + " values do not fit a size_t of bytes");
+    void* memory = nullptr;
+    if (const cudaError_t status = cudaMalloc(&memory, count * sizeof(T)); status != cudaSuccess) {
+      (void)cudaGetLastError();  // an allocation failure is not sticky: clear it for the next call
+      throw cuda_error(status, "tapeless::device_buffer: cudaMalloc of " + std::to_string(count * sizeof(T)) +
+                                   " bytes failed: " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+    }
+    return static_cast<T*>(memory);
+  }
+  static void copy(T* to, const T* from, std::size_t count) {
+    if (count == 0 || to == from) return;
+    TL_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(T), cudaMemcpyDefault, 0));
+    TL_CUDA_CHECK(cudaStreamSynchronize(0));
+  }
+  void zero(std::size_t first, std::size_t last) {
+    if (last <= first) return;
+    TL_CUDA_CHECK(cudaMemsetAsync(data_ + first, 0, (last - first) * sizeof(T), 0));
+    TL_CUDA_CHECK(cudaStreamSynchronize(0));
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace tl
