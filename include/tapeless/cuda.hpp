@@ -8,6 +8,7 @@
 
 #include "tapeless/tapeless.hpp"
 #include "tapeless/cuda/device.hpp"
+#include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/evaluate.hpp"
 #include "tapeless/cuda/train.hpp"
