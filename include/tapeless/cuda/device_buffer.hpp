@@ -2,17 +2,18 @@
 // typed allocation in GPU memory (a training state's parameters, a device batch's
 // values, every workspace).
 //
-// Why not thrust::device_vector, which it replaced: parsing Thrust's headers took
-// about a fifth of every nvcc build of a model (3.4 s of the seed fit's 16.7 on the
+// Why not thrust::device_vector, which it replaced: Thrust's headers and kernels took
+// about a quarter of every nvcc build of a model (the seed fit's 15.8 s → 12.2 s on the
 // 2-core machine: the A/B is in docs/design.md), for an allocation, copies and a fill.
 // Here those are the CUDA runtime's calls, and a failure is a tl::cuda_error that
 // names the call, as everywhere else in the library.
 //
-// Copies take host or device pointers alike (cudaMemcpyDefault: unified addressing).
+// Copies take host or device pointers alike: the other side's kind is asked of the
+// runtime (cudaPointerGetAttributes) and named in the copy, as thrust named it.
 // Every call that writes the buffer returns once the default stream has done it, as
 // thrust's did: the library's own streams are non-blocking, and a kernel on one of
-// them must never see a half-written buffer. New elements are zero bytes (0 for every
-// arithmetic type, as thrust::device_vector's value-initialization gave).
+// them must never see a half-written buffer. New elements are T{} (0 for every
+// arithmetic type), written by a kernel, as thrust::device_vector's were.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,7 +50,7 @@ class device_buffer {
   device_buffer(std::size_t count, const T& value) : device_buffer(adopt, allocate(count), count) { fill(value); }
   // A copy of [first, first + count) from host or device memory.
   device_buffer(const T* first, std::size_t count) : device_buffer(adopt, allocate(count), count) {
-    copy(data_, first, count);
+    copy(data_, first, count, into_buffer);
   }
   explicit device_buffer(std::span<const T> from) : device_buffer(from.data(), from.size()) {}
   explicit device_buffer(const std::vector<T>& from) : device_buffer(from.data(), from.size()) {}
@@ -86,14 +87,14 @@ class device_buffer {
     if (count == size_) return;
     device_buffer bigger(allocate(count), count);
     const std::size_t kept = count < size_ ? count : size_;
-    copy(bigger.data_, data_, kept);
+    copy(bigger.data_, data_, kept, within_device);
     bigger.zero(kept, count);
     bigger.swap(*this);
   }
   // These values become [first, first + count) of host or device memory.
   void assign(const T* first, std::size_t count) {
     if (count == size_) {
-      copy(data_, first, count);
+      copy(data_, first, count, into_buffer);
       return;
     }
     device_buffer(first, count).swap(*this);
@@ -101,13 +102,7 @@ class device_buffer {
   void assign(std::span<const T> from) { assign(from.data(), from.size()); }
   // Every value set to `value`.
   void fill(const T& value) {
-    if (size_ == 0) return;
-    constexpr std::size_t threads = 256, most_blocks = 4096;
-    const std::size_t blocks = (size_ + threads - 1) / threads;
-    detail::fill_kernel<<<unsigned(blocks < most_blocks ? blocks : most_blocks), unsigned(threads)>>>(data_, size_,
-                                                                                                      value);
-    TL_CUDA_CHECK_LAUNCH("tl::detail::fill_kernel");
-    TL_CUDA_CHECK(cudaStreamSynchronize(0));
+    if (size_ != 0) fill_range(data_, size_, value);
   }
 
   // Values [first, first + count) into host or device memory at `out`.
@@ -115,9 +110,9 @@ class device_buffer {
     if (first > size_ || count > size_ - first)
       throw std::out_of_range("tapeless::device_buffer::copy_to: values [" + std::to_string(first) + ", " +
                               std::to_string(first + count) + ") of " + std::to_string(size_));
-    copy(out, data_ + first, count);
+    copy(out, data_ + first, count, out_of_buffer);
   }
-  void copy_to(T* out) const { copy(out, data_, size_); }
+  void copy_to(T* out) const { copy(out, data_, size_, out_of_buffer); }
   std::vector<T> to_host() const {
     std::vector<T> out(size_);
     copy_to(out.data());
@@ -133,7 +128,7 @@ class device_buffer {
     if (i >= size_)
       throw std::out_of_range("tapeless::device_buffer::set: value " + std::to_string(i) + " of " +
                               std::to_string(size_));
-    copy(data_ + i, &value, 1);
+    copy(data_ + i, &value, 1, from_host);
   }
 
  private:
@@ -155,14 +150,35 @@ class device_buffer {
     }
     return static_cast<T*>(memory);
   }
-  static void copy(T* to, const T* from, std::size_t count) {
+  static bool on_device(const void* p) {
+    cudaPointerAttributes attributes{};
+    TL_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  }
+  // Which side is this buffer's; the other may be host or device memory.
+  enum direction { into_buffer, out_of_buffer, within_device, from_host };
+  static void copy(T* to, const T* from, std::size_t count, direction d) {
     if (count == 0 || to == from) return;
-    TL_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(T), cudaMemcpyDefault, 0));
+    const cudaMemcpyKind kind = d == within_device ? cudaMemcpyDeviceToDevice
+                                : d == from_host   ? cudaMemcpyHostToDevice
+                                : d == into_buffer ? (on_device(from) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                   : (on_device(to) ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost);
+    TL_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(T), kind, 0));
     TL_CUDA_CHECK(cudaStreamSynchronize(0));
   }
+  // By the fill kernel, not cudaMemsetAsync: compute-sanitizer's initcheck (CUDA 13.0,
+  // 2026-12-07, H100) reported every allocation zeroed by cudaMemsetAsync as an
+  // uninitialized cudaMemcpy source, at the memset's own address and size, which would
+  // bury real reports; thrust::device_vector zeroed with a kernel too.
   void zero(std::size_t first, std::size_t last) {
     if (last <= first) return;
-    TL_CUDA_CHECK(cudaMemsetAsync(data_ + first, 0, (last - first) * sizeof(T), 0));
+    fill_range(data_ + first, last - first, T{});
+  }
+  static void fill_range(T* out, std::size_t count, const T& value) {
+    constexpr std::size_t threads = 256, most_blocks = 4096;
+    const std::size_t blocks = (count + threads - 1) / threads;
+    detail::fill_kernel<<<unsigned(blocks < most_blocks ? blocks : most_blocks), unsigned(threads)>>>(out, count, value);
+    TL_CUDA_CHECK_LAUNCH("tl::detail::fill_kernel");
     TL_CUDA_CHECK(cudaStreamSynchronize(0));
   }
 
