@@ -3,6 +3,8 @@
 // failed allocation throws tl::cuda_error and leaves the buffer as it was.
 #include <gtest/gtest.h>
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -45,8 +47,10 @@ TEST(DeviceBuffer, CopiesAreIndependentAndMovesEmptyTheSource) {
   const float* memory = a.data();
   tl::device_buffer<float> d = std::move(a);
   EXPECT_EQ(d.data(), memory);
+  EXPECT_EQ(d.capacity(), 64u);
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.capacity(), 0u);
   c = std::move(d);
   EXPECT_EQ(c.data(), memory);
 }
@@ -64,6 +68,101 @@ TEST(DeviceBuffer, ResizeKeepsTheValuesAndZerosNewOnes) {
   EXPECT_TRUE(v.empty());
   v.resize(3);
   EXPECT_EQ(v.to_host(), std::vector<float>(3, 0.0f));
+}
+
+// A mini-batch loop's last, smaller batch shrinks its buffers and the next epoch grows
+// them back: within the capacity that allocates nothing, keeps the address (which a
+// captured graph holds) and zeros what grows back, as thrust's device_vector did.
+TEST(DeviceBuffer, ShrinkingAndGrowingBackKeepTheMemory) {
+  tl::device_buffer<float> v(iota(256, 1.0f));
+  const float* memory = v.data();
+  v.resize(100);
+  EXPECT_EQ(v.size(), 100u);
+  EXPECT_EQ(v.capacity(), 256u);
+  const tl::device_buffer<float> copied(v);  // a copy holds the values, not the spare room
+  EXPECT_EQ(copied.size(), 100u);
+  EXPECT_EQ(copied.capacity(), 100u);
+  v.resize(256);
+  EXPECT_EQ(v.data(), memory);
+  std::vector<float> expected = iota(100, 1.0f);
+  expected.resize(256, 0.0f);
+  EXPECT_EQ(v.to_host(), expected);
+  const std::vector<float> shorter = iota(50, -9.0f);
+  v.assign(shorter.data(), shorter.size());  // in place
+  EXPECT_EQ(v.data(), memory);
+  EXPECT_EQ(v.to_host(), shorter);
+  tl::device_buffer<float> same(iota(256, 7.0f));
+  v = same;  // a copy that fits: in place too
+  EXPECT_EQ(v.data(), memory);
+  EXPECT_EQ(v.to_host(), same.to_host());
+  v = v;  // (self-assignment changes nothing)
+  EXPECT_EQ(v.to_host(), same.to_host());
+  v.resize(257);  // past the capacity: new memory, the values kept
+  EXPECT_EQ(v.size(), 257u);
+  EXPECT_EQ(v.capacity(), 257u);
+  std::vector<float> grown = same.to_host();
+  grown.push_back(0.0f);
+  EXPECT_EQ(v.to_host(), grown);
+}
+
+// Growing, copying and assigning many times gives every byte back: the device's free
+// memory returns to where it was (a first version's resize leaked its whole new size
+// on every call).
+TEST(DeviceBuffer, NothingLeaks) {
+  TL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  TL_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  {
+    constexpr std::size_t step = std::size_t(8) << 20;  // 32 MiB of floats
+    tl::device_buffer<float> v;
+    for (std::size_t k = 1; k <= 8; ++k) {
+      v.resize(k * step);
+      tl::device_buffer<float> copy = v;
+      v = tl::device_buffer<float>(k * step + 1);
+      copy.assign(v.data(), v.size());
+    }
+  }
+  TL_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT_LE(free_before, free_after + (std::size_t(8) << 20)) << "free before " << free_before << ", after " << free_after;
+}
+
+// The element types the library keeps on the device zero and fill alike.
+TEST(DeviceBuffer, EveryElementTypeZerosAndFills) {
+  tl::device_buffer<__nv_bfloat16> low(5);
+  for (const __nv_bfloat16 v : low.to_host()) EXPECT_EQ(__bfloat162float(v), 0.0f);
+  low.fill(__float2bfloat16(1.5f));
+  for (const __nv_bfloat16 v : low.to_host()) EXPECT_EQ(__bfloat162float(v), 1.5f);
+  tl::device_buffer<unsigned char> bytes(1000);
+  EXPECT_EQ(bytes.to_host(), std::vector<unsigned char>(1000, 0));
+  bytes.fill(0xab);
+  EXPECT_EQ(bytes.to_host(), std::vector<unsigned char>(1000, 0xab));
+  tl::device_buffer<std::size_t> indices(std::vector<std::size_t>{3, 1, 4});
+  indices.resize(5);
+  EXPECT_EQ(indices.to_host(), (std::vector<std::size_t>{3, 1, 4, 0, 0}));
+}
+
+__global__ void copy_kernel(const float* in, float* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = in[i];
+}
+
+// A write returns only when it is done: a kernel on a non-blocking stream (the
+// library's own streams are) launched right after it reads the written values.
+TEST(DeviceBuffer, WritesAreDoneBeforeTheyReturn) {
+  cudaStream_t stream;
+  TL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  constexpr std::size_t n = std::size_t(1) << 24;
+  tl::device_buffer<float> in(n), out(n);
+  in.fill(2.5f);
+  copy_kernel<<<1024, 256, 0, stream>>>(in.data(), out.data(), n);
+  TL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(out.to_host(), std::vector<float>(n, 2.5f));
+  const std::vector<float> host = iota(n, 0.0f);
+  in.assign(host.data(), n);
+  copy_kernel<<<1024, 256, 0, stream>>>(in.data(), out.data(), n);
+  TL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(out.to_host(), host);
+  TL_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(DeviceBuffer, AssignFillAndPartialCopies) {

@@ -429,6 +429,33 @@ TEST(GpuLeastSquares, MatchesCpuFit) {
   EXPECT_EQ(params, before);
 }
 
+// Weights on the device (a third of them zero: those samples leave n too, counted on
+// the device): the CPU's weighted answer, and its standard errors.
+TEST(GpuLeastSquares, WeightedMatchesCpuFit) {
+  const auto model = decay_model();
+  tl::rng gen(25);
+  constexpr std::size_t points = 20001;
+  tl::basic_matrix<double> x(1, points), y(1, points);
+  std::vector<double> weights(points);
+  for (std::size_t s = 0; s < points; ++s) {
+    x(0, s) = 4.0 * double(s) / double(points - 1);
+    y(0, s) = 1.5 * std::exp(-0.7 * x(0, s)) - 0.2 + 0.05 * gen.normal();
+    weights[s] = s % 3 == 0 ? 0.0 : gen.uniform(0.5, 2.0);
+  }
+  tl::rng unused(0);
+  auto cpu_params = tl::init<double>(model, unused), gpu_params = cpu_params;
+  const auto cpu = tl::least_squares(model, cpu_params, x, y, {}, weights);
+  const tl::device_buffer<double> device_weights(weights);
+  const auto gpu = tl::least_squares(model, gpu_params, tl::to_device(x), tl::to_device(y), {}, device_weights);
+  EXPECT_TRUE(gpu.converged()) << tl::lsq::to_string(gpu.reason);
+  EXPECT_LE(relative_difference(gpu_params.flat(), cpu_params.flat()), 1e-9);
+  EXPECT_NEAR(gpu.residual_sum_of_squares, cpu.residual_sum_of_squares, 1e-9 * cpu.residual_sum_of_squares);
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(gpu.standard_errors[j], cpu.standard_errors[j], 1e-6 * cpu.standard_errors[j]);
+  const tl::device_buffer<double> short_weights(std::vector<double>(points - 1, 1.0));
+  EXPECT_THROW(tl::least_squares(model, gpu_params, tl::to_device(x), tl::to_device(y), {}, short_weights),
+               tl::shape_error);
+}
+
 // Save at step 150 on the GPU, load into a fresh state, 150 more: the history of an
 // uninterrupted 300-step run, within 1e-6.
 TEST(Checkpoint, GpuRunResumesWhereItStopped) {

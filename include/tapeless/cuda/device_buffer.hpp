@@ -46,10 +46,10 @@ class device_buffer {
 
   device_buffer() = default;
   // `count` zeros.
-  explicit device_buffer(std::size_t count) : device_buffer(adopt, allocate(count), count) { zero(0, count); }
-  device_buffer(std::size_t count, const T& value) : device_buffer(adopt, allocate(count), count) { fill(value); }
+  explicit device_buffer(std::size_t count) : device_buffer(allocate(count)) { zero(0, count); }
+  device_buffer(std::size_t count, const T& value) : device_buffer(allocate(count)) { fill(value); }
   // A copy of [first, first + count) from host or device memory.
-  device_buffer(const T* first, std::size_t count) : device_buffer(adopt, allocate(count), count) {
+  device_buffer(const T* first, std::size_t count) : device_buffer(allocate(count)) {
     copy(data_, first, count, into_buffer);
   }
   explicit device_buffer(std::span<const T> from) : device_buffer(from.data(), from.size()) {}
@@ -57,11 +57,20 @@ class device_buffer {
 
   device_buffer(const device_buffer& other) : device_buffer(other.data_, other.size_) {}
   device_buffer(device_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  // The copy is made before this buffer's memory is given back, so a failed
-  // allocation leaves it as it was.
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)) {}
+  // Within the capacity, in place (the memory keeps its address, as a device_scalar or
+  // a captured graph may hold it); past it, the copy is made before this buffer's
+  // memory is given back, so a failed allocation leaves it as it was.
   device_buffer& operator=(const device_buffer& other) {
-    if (this != &other) device_buffer(other).swap(*this);
+    if (this == &other) return *this;
+    if (other.size_ <= capacity_) {
+      copy(data_, other.data_, other.size_, within_device);
+      size_ = other.size_;
+    } else {
+      device_buffer(other).swap(*this);
+    }
     return *this;
   }
   device_buffer& operator=(device_buffer&& other) noexcept {
@@ -74,27 +83,39 @@ class device_buffer {
   void swap(device_buffer& other) noexcept {
     std::swap(data_, other.data_);
     std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
   }
 
   std::size_t size() const { return size_; }
+  // The most values the memory holds without another allocation.
+  std::size_t capacity() const { return capacity_; }
   bool empty() const { return size_ == 0; }
   T* data() { return data_; }
   const T* data() const { return data_; }
 
-  // `count` values: the first min(size(), count) kept, any new ones zero. The old
-  // memory is given back only once the new is allocated and filled.
+  // `count` values: the first min(size(), count) kept, any new ones zero. Within the
+  // capacity nothing is allocated and the memory keeps its address (a mini-batch loop
+  // whose last batch is smaller shrinks and grows back every epoch: thrust's
+  // device_vector kept its capacity too); past it, the old memory is given back only
+  // once the new is allocated and filled.
   void resize(std::size_t count) {
-    if (count == size_) return;
-    device_buffer bigger(allocate(count), count);
-    const std::size_t kept = count < size_ ? count : size_;
-    copy(bigger.data_, data_, kept, within_device);
-    bigger.zero(kept, count);
-    bigger.swap(*this);
+    if (count <= capacity_) {
+      if (count > size_) zero(size_, count);
+      size_ = count;
+      return;
+    }
+    device_buffer larger(allocate(count));
+    copy(larger.data_, data_, size_, within_device);
+    larger.zero(size_, count);
+    larger.swap(*this);
   }
-  // These values become [first, first + count) of host or device memory.
+  // These values become [first, first + count) of host or device memory (in place
+  // within the capacity). `first` must not point into this buffer past data() (the
+  // copy's ranges would overlap, as for std::vector::assign).
   void assign(const T* first, std::size_t count) {
-    if (count == size_) {
+    if (count <= capacity_) {
       copy(data_, first, count, into_buffer);
+      size_ = count;
       return;
     }
     device_buffer(first, count).swap(*this);
@@ -132,13 +153,17 @@ class device_buffer {
   }
 
  private:
-  // Takes ownership of `memory` (tagged, so that no copy from a T* ever means this).
-  struct adopt_tag {};
-  static constexpr adopt_tag adopt{};
-  device_buffer(adopt_tag, T* memory, std::size_t count) noexcept : data_(memory), size_(count) {}
+  // New memory for `count` values, owned by whoever takes it: a type of its own, so that
+  // no T* can mean it (a resize that passed the raw pointer took the copying
+  // constructor, allocated twice and leaked the first: found in review, 2026-12-07).
+  struct allocation {
+    T* memory;
+    std::size_t count;
+  };
+  explicit device_buffer(allocation a) noexcept : data_(a.memory), size_(a.count), capacity_(a.count) {}
 
-  static T* allocate(std::size_t count) {
-    if (count == 0) return nullptr;
+  static allocation allocate(std::size_t count) {
+    if (count == 0) return {nullptr, 0};
     if (count > std::size_t(-1) / sizeof(T))
       throw cuda_error(cudaErrorMemoryAllocation,
                        "tapeless::device_buffer: " + std::to_string(count) + " values do not fit a size_t of bytes");
@@ -148,7 +173,7 @@ class device_buffer {
       throw cuda_error(status, "tapeless::device_buffer: cudaMalloc of " + std::to_string(count * sizeof(T)) +
                                    " bytes failed: " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
     }
-    return static_cast<T*>(memory);
+    return {static_cast<T*>(memory), count};
   }
   static bool on_device(const void* p) {
     cudaPointerAttributes attributes{};
@@ -166,10 +191,7 @@ class device_buffer {
     TL_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(T), kind, 0));
     TL_CUDA_CHECK(cudaStreamSynchronize(0));
   }
-  // By the fill kernel, not cudaMemsetAsync: compute-sanitizer's initcheck (CUDA 13.0,
-  // 2026-12-07, H100) reported every allocation zeroed by cudaMemsetAsync as an
-  // uninitialized cudaMemcpy source, at the memset's own address and size, which would
-  // bury real reports; thrust::device_vector zeroed with a kernel too.
+  // By the fill kernel, as thrust::device_vector zeroed.
   void zero(std::size_t first, std::size_t last) {
     if (last <= first) return;
     fill_range(data_ + first, last - first, T{});
@@ -183,7 +205,7 @@ class device_buffer {
   }
 
   T* data_ = nullptr;
-  std::size_t size_ = 0;
+  std::size_t size_ = 0, capacity_ = 0;
 };
 
 }  // namespace tl
