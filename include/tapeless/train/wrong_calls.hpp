@@ -112,7 +112,7 @@ fit_result fit(const train_state<Model, Optimizer, T>&, const Loss&, const basic
 // lines of candidates. A right call has a model second, never parameters. (A state
 // first, evaluate_loss(state, params, x, y), is the loss-first assertion above's.)
 template <class Loss, class Model, class T, class... Rest>
-  requires(!model<Loss>)
+  requires(!model<Loss> && !detail::is_train_state<Loss>)
 loss_and_gradient<Model, T> value_and_grad(const Loss&, const parameters<Model, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0,
                 "tapeless: value_and_grad takes the model before its parameters: tl::value_and_grad(loss, model, params, x, y)");
@@ -192,6 +192,15 @@ template <class Loss, class Model, class Optimizer, class T, class... Rest>
 loss_and_gradient<Model, T> value_and_grad(const Loss&, const train_state<Model, Optimizer, T>&, const Rest&...) {
   static_assert(sizeof(Model) == 0, "tapeless: value_and_grad takes a model and its parameters, not a state: "
                                     "tl::value_and_grad(loss, state.model, state.params, x, y)");
+  return {};
+}
+// A state and its parameters with no loss (value_and_grad(state, params, x, y)), which
+// the parameters-before-model assertion above answered with the model's order alone.
+template <class Model, class Optimizer, class T, class... Rest>
+loss_and_gradient<Model, T> value_and_grad(const train_state<Model, Optimizer, T>&, const parameters<Model, T>&,
+                                           const Rest&...) {
+  static_assert(sizeof(Model) == 0, "tapeless: value_and_grad takes the loss first, then a model and its parameters, "
+                                    "not a state: tl::value_and_grad(loss, state.model, state.params, x, y)");
   return {};
 }
 template <class Loss, class Model, class Optimizer, class T, class... Rest>
