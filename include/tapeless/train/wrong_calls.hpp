@@ -72,6 +72,16 @@ fit_result fit(const Loss&, const train_state<Model, Optimizer, T>&, const Rest&
   static_assert(sizeof(Model) == 0, "tapeless: fit takes the state first: tl::fit(state, loss, x, y, epochs)");
   return {};
 }
+// The same with braced options (fit(loss, state, x, y, 300, {.progress = false})): a
+// braced list deduces no pack element, so the pack above never matched it, and g++
+// listed 9.5 KB of candidates.
+template <class Loss, class Model, class Optimizer, class T, class U, class V>
+  requires(!model<Loss>)
+fit_result fit(const Loss&, const train_state<Model, Optimizer, T>&, const basic_matrix<U>&, const basic_matrix<V>&,
+               std::size_t, const fit_options&) {
+  static_assert(sizeof(Model) == 0, "tapeless: fit takes the state first: tl::fit(state, loss, x, y, epochs)");
+  return {};
+}
 // The batch where the loss goes (train_step(state, x, y, loss), as in Optax's
 // update(grads, state)): g++ listed 28 lines of candidates. A right call has a loss
 // second, never a matrix.
