@@ -3,9 +3,13 @@
 # line carries the expected text, and the whole message stays short (at most MAX_BYTES
 # of compiler output, 8000 unless given: a screen of nested types is the failure).
 #   check.sh COMPILER INCLUDE_DIR SOURCE EXPECTED_FIRST_ERROR [EXPECTED_ANYWHERE [MAX_BYTES]]
+# A .cu source is compiled by nvcc (COMPILER), which has no -fsyntax-only: it compiles
+# the device side too and writes nothing.
 set -u
 compiler=$1 include=$2 source=$3 expected=$4 anywhere=${5:-} max_bytes=${6:-8000}
-if output=$("$compiler" -std=c++20 -fsyntax-only -I "$include" "$source" 2>&1); then
+flags=(-std=c++20 -fsyntax-only)
+[[ $source == *.cu ]] && flags=(-std=c++20 -arch=sm_90 --expt-relaxed-constexpr -c -o /dev/null)
+if output=$("$compiler" "${flags[@]}" -I "$include" "$source" 2>&1); then
   echo "FAIL: $source compiled, but it must not"; exit 1
 fi
 first_error=$(grep -m1 'error:' <<<"$output")

@@ -53,6 +53,14 @@ class device_buffer {
     copy(data_, first, count, into_buffer);
   }
   explicit device_buffer(std::span<const T> from) : device_buffer(from.data(), from.size()) {}
+  // thrust::device_vector's (first, last): a newcomer's first try, which otherwise
+  // listed every constructor.
+  template <class Iterator>
+    requires(!std::is_arithmetic_v<Iterator>)
+  device_buffer(Iterator, Iterator) {
+    static_assert(sizeof(Iterator) == 0, "tapeless: device_buffer takes (pointer, count), not (first, last): "
+                                         "tl::device_buffer<T>(v.data(), v.size()), or (v) for a std::vector or span");
+  }
   explicit device_buffer(const std::vector<T>& from) : device_buffer(from.data(), from.size()) {}
 
   device_buffer(const device_buffer& other) : device_buffer(other.data_, other.size_) {}
@@ -170,8 +178,12 @@ class device_buffer {
     void* memory = nullptr;
     if (const cudaError_t status = cudaMalloc(&memory, count * sizeof(T)); status != cudaSuccess) {
       (void)cudaGetLastError();  // an allocation failure is not sticky: clear it for the next call
-      throw cuda_error(status, "tapeless::device_buffer: cudaMalloc of " + std::to_string(count * sizeof(T)) +
-                                   " bytes failed: " + cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+      const bool no_device = status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver ||
+                             status == cudaErrorInitializationError;
+      throw cuda_error(status, std::string("tapeless::device_buffer: ") +
+                                   (no_device ? "no CUDA device is usable here (" : "cudaMalloc of " +
+                                                    std::to_string(count * sizeof(T)) + " bytes failed (") +
+                                   cudaGetErrorName(status) + ": " + cudaGetErrorString(status) + ")");
     }
     return {static_cast<T*>(memory), count};
   }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapeless/core/finite.hpp"
@@ -34,6 +35,15 @@ struct device_scalar {
     T value;
     TL_CUDA_CHECK(cudaMemcpy(&value, pointer, sizeof value, cudaMemcpyDeviceToHost));
     return value;
+  }
+  // `float loss = tl::train_step(gpu_state, ...)`, as on the CPU: an error that names
+  // .get(), not "no suitable conversion".
+  template <class U>
+    requires std::is_arithmetic_v<U>
+  operator U() const {
+    static_assert(sizeof(U) == 0, "tapeless: the GPU train_step's loss stays on the device (no wait for the "
+                                  "step): read it with .get(), e.g. float loss = tl::train_step(s, loss, x, y).get()");
+    return {};
   }
 };
 
