@@ -12,3 +12,4 @@
 #include "tapeless/cuda/errors.hpp"
 #include "tapeless/cuda/evaluate.hpp"
 #include "tapeless/cuda/train.hpp"
+#include "tapeless/cuda/wrong_calls.hpp"
