@@ -178,8 +178,7 @@ class device_buffer {
     void* memory = nullptr;
     if (const cudaError_t status = cudaMalloc(&memory, count * sizeof(T)); status != cudaSuccess) {
       (void)cudaGetLastError();  // an allocation failure is not sticky: clear it for the next call
-      const bool no_device = status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver ||
-                             status == cudaErrorInitializationError;
+      const bool no_device = detail::no_usable_device(status);
       throw cuda_error(status, std::string("tapeless::device_buffer: ") +
                                    (no_device ? "no CUDA device is usable here (" : "cudaMalloc of " +
                                                     std::to_string(count * sizeof(T)) + " bytes failed (") +

@@ -38,6 +38,12 @@ inline void cuda_check(cudaError_t status, const char* call, const char* file, i
 #define TL_CUDA_CHECK_LAUNCH(name) ::tl::detail::cuda_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
 
 namespace tl::detail {
+// Whether a failed call's status means no GPU is usable at all (no device, no or an old
+// driver), which the library reports as such rather than as the call's own failure.
+inline bool no_usable_device(cudaError_t status) {
+  return status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver || status == cudaErrorInitializationError;
+}
+
 // Throws device_memory_error when `bytes` more than the device has free are asked for
 // (`what` says for what), so that a model or batch too large fails before allocating.
 inline void require_device_memory(const char* where, std::size_t bytes, const std::string& what) {
@@ -46,8 +52,7 @@ inline void require_device_memory(const char* where, std::size_t bytes, const st
   // Named after the caller: the first call a state makes on a machine without a usable
   // GPU (a missing driver) failed here, in a message that pointed into this header.
   if (const cudaError_t status = cudaMemGetInfo(&free_bytes, &total); status != cudaSuccess) {
-    const bool no_device = status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver ||
-                           status == cudaErrorInitializationError;
+    const bool no_device = no_usable_device(status);
     if (no_device) (void)cudaGetLastError();
     throw cuda_error(status, std::string("tapeless::") + where +
                                  (no_device ? ": no CUDA device is usable here (" : ": cudaMemGetInfo failed (") +
