@@ -10,6 +10,7 @@
 
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/nn/matrix.hpp"
 
 namespace tl {
@@ -163,10 +164,7 @@ void basic_device_matrix<T>::samples_into(basic_device_matrix& out, const device
   out.sample_count = count;
   const std::size_t n = rows * count;
   if (n == 0) return;  // (no samples, or no features: a launch of 0 blocks is an error)
-  constexpr unsigned threads = 256;
-  // Enough blocks to fill an H100/H200 several times over; larger cuts loop.
-  const auto blocks = unsigned(std::min<std::size_t>((n + threads - 1) / threads, 4096));
-  detail::gather_samples_kernel<<<blocks, threads>>>(
+  detail::gather_samples_kernel<<<detail::gpu::grid_stride_blocks(n), 256>>>(
       out.data(), data(), detail::gathered_value_index{indices.values().data() + first, rows},
       n);
   const cudaError_t status = cudaGetLastError();

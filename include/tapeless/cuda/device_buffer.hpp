@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 
 namespace tl {
 namespace detail {
@@ -208,9 +209,7 @@ class device_buffer {
     fill_range(data_ + first, last - first, T{});
   }
   static void fill_range(T* out, std::size_t count, const T& value) {
-    constexpr std::size_t threads = 256, most_blocks = 4096;
-    const std::size_t blocks = (count + threads - 1) / threads;
-    detail::fill_kernel<<<unsigned(blocks < most_blocks ? blocks : most_blocks), unsigned(threads)>>>(out, count, value);
+    detail::fill_kernel<<<detail::gpu::grid_stride_blocks(count), 256>>>(out, count, value);
     TL_CUDA_CHECK_LAUNCH("tl::detail::fill_kernel");
     TL_CUDA_CHECK(cudaStreamSynchronize(0));
   }

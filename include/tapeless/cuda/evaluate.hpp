@@ -10,6 +10,7 @@
 
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/train.hpp"
 #include "tapeless/nn/losses.hpp"
 
@@ -40,7 +41,7 @@ T evaluate_loss(const Loss& loss, const Model& model, const device_buffer<T>& pa
     // Each sample's loss in double, then their sum: cub sums a device array, and
     // the per-sample values keep the loss's own code (loss_of_sample) in one place.
     device_buffer<double> losses(x.batch()), total(1);
-    detail::gpu::sample_losses_kernel<Out><<<detail::gpu::elementwise_blocks(x.batch()), 256>>>(
+    detail::gpu::sample_losses_kernel<Out><<<detail::gpu::grid_stride_blocks(x.batch()), 256>>>(
         loss, yhat.data(), y.data(), x.batch(), losses.data());
     TL_CUDA_CHECK_LAUNCH("sample_losses_kernel");
     std::size_t bytes = 0;

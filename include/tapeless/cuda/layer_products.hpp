@@ -20,6 +20,7 @@
 
 #include "tapeless/cuda/blas.hpp"
 #include "tapeless/cuda/delta_kernels.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 
 namespace tl::detail::gpu {
@@ -59,12 +60,9 @@ __global__ void flag_non_finite_kernel(const T* values, std::size_t count, T* fl
        i += std::size_t(gridDim.x) * blockDim.x)
     if (!isfinite(values[i])) *flag = T(1);
 }
-inline unsigned elementwise_blocks(std::size_t count) {
-  return unsigned(std::min<std::size_t>((count + 255) / 256, 8192));
-}
 template <class T>
 void to_bfloat16(const T* values, std::size_t count, __nv_bfloat16* low, cudaStream_t stream) {
-  to_bfloat16_kernel<<<elementwise_blocks(count), 256, 0, stream>>>(values, count, low);
+  to_bfloat16_kernel<<<grid_stride_blocks(count), 256, 0, stream>>>(values, count, low);
   TL_CUDA_CHECK_LAUNCH("to_bfloat16_kernel");
 }
 // Forward of a layer with at most thin_product_terms inputs: z = W x + b, act, slope.
@@ -186,7 +184,7 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   if constexpr (bfloat16_operands<Precision, T>)
     if (training) low = ws.template low_outputs<L>();  // the next layer's operand
   if constexpr (In <= thin_product_terms) {
-    thin_forward_kernel<decltype(activation), In, Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
+    thin_forward_kernel<decltype(activation), In, Out><<<grid_stride_blocks(rows * Out), 256, 0, stream>>>(
         activation, w, w + layer::bias_offset, in, out, slope, rows * Out, low);
     TL_CUDA_CHECK_LAUNCH("thin_forward_kernel (layered forward)");
     return;
@@ -198,7 +196,7 @@ void forward_layer(const Model& model, const T* params, const T* in, std::size_t
   } else {
     ws.blas.multiply(shape, w, in, out, T(0), Precision, stream);
   }
-  bias_activation_kernel<decltype(activation), Out><<<elementwise_blocks(rows * Out), 256, 0, stream>>>(
+  bias_activation_kernel<decltype(activation), Out><<<grid_stride_blocks(rows * Out), 256, 0, stream>>>(
       activation, w + layer::bias_offset, out, slope, rows * Out, low);
   TL_CUDA_CHECK_LAUNCH("bias_activation_kernel (layered forward)");
 }

@@ -34,6 +34,7 @@
 #include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
 #include "tapeless/cuda/layered_stages.hpp"
@@ -69,8 +70,6 @@ __global__ void loss_delta_kernel(Loss loss, const T* yhat, const T* y, T* slope
     losses[s] = l;
   }
 }
-
-inline unsigned loss_blocks(std::size_t rows) { return unsigned(std::min<std::size_t>((rows + 255) / 256, 4096)); }
 
 // A head of at most thin_product_terms outputs (a regression model's last layer) is
 // trained without a product of its own: per sample, its forward (In multiply-adds an
@@ -257,7 +256,7 @@ void layered_chunks(const Model& model, const Loss& loss, const T* params, const
                 layer_slopes<Model, last>(units, stride), losses + first, loss_and_flag, step_counter, first == 0,
                 stream);
     } else {
-      loss_delta_kernel<Loss, Out, dense_at<Model, last>(), T><<<loss_blocks(rows), 256, 0, stream>>>(
+      loss_delta_kernel<Loss, Out, dense_at<Model, last>(), T><<<grid_stride_blocks(rows), 256, 0, stream>>>(
           loss, layer_outputs<Model, last>(units, stride), y + first * Out, layer_slopes<Model, last>(units, stride),
           rows, losses + first, loss_and_flag, step_counter, first == 0);
       TL_CUDA_CHECK_LAUNCH("loss_delta_kernel");
@@ -280,7 +279,7 @@ void layered_partial_sums(const Model& model, const Loss& loss, const T* params,
     layered_chunks<decltype(p)::value>(as_layered(model), loss, params, x, y, batch, ws, step_counter, stream);
   });
   constexpr std::size_t P = Model::parameter_count;
-  flag_non_finite_kernel<<<elementwise_blocks(P), 256, 0, stream>>>(
+  flag_non_finite_kernel<<<grid_stride_blocks(P), 256, 0, stream>>>(
       static_cast<const T*>(ws.gradient.data()), P,
       ws.loss_and_flag.data() + 1);
   TL_CUDA_CHECK_LAUNCH("flag_non_finite_kernel");

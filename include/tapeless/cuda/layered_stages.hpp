@@ -26,6 +26,7 @@
 #include "tapeless/cuda/delta_kernels.hpp"
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/layer_norm_stage.hpp"
 #include "tapeless/cuda/layer_products.hpp"
 #include "tapeless/cuda/layered_plan.hpp"
@@ -62,7 +63,7 @@ __global__ void add_kernel(const T* a, const T* b, T* out, std::size_t count) {
 }
 template <class T>
 void add(const T* a, const T* b, T* out, std::size_t count, cudaStream_t stream) {
-  add_kernel<<<elementwise_blocks(count), 256, 0, stream>>>(a, b, out, count);
+  add_kernel<<<grid_stride_blocks(count), 256, 0, stream>>>(a, b, out, count);
   TL_CUDA_CHECK_LAUNCH("add_kernel (layered skip)");
 }
 template <class T>
@@ -115,8 +116,10 @@ void forward_stage(const Model& model, const T* params, const T* in, std::size_t
     if constexpr (warp_layer_norm<std::remove_const_t<decltype(layer)>>) {
       layer_norm_forward(layer, p, in, out, stage_saved<Model, L>(units, stride), rows, stream);
     } else {
-      sample_forward_kernel<<<elementwise_blocks(rows), 128, 0, stream>>>(layer, p, in, out,
-                                                                          stage_saved<Model, L>(units, stride), rows);
+      // (Blocks counted as for 256 threads, as before the count had a header of its own:
+      // each of the 128 threads takes about two samples.)
+      sample_forward_kernel<<<grid_stride_blocks(rows), 128, 0, stream>>>(layer, p, in, out,
+                                                                        stage_saved<Model, L>(units, stride), rows);
       TL_CUDA_CHECK_LAUNCH("sample_forward_kernel (layered stage)");
     }
   } else if constexpr (kind == stage_kind::skip_open) {
@@ -150,7 +153,7 @@ void backward_stage(const Model& model, const T* params, const T* x, std::size_t
           p, in, static_cast<const T*>(stage_saved<Model, L>(units, stride)), static_cast<const T*>(delta), din,
           rows_of_gradients, rows, stream);
     } else {
-      sample_backward_kernel<(L > 0)><<<elementwise_blocks(rows), 128, 0, stream>>>(
+      sample_backward_kernel<(L > 0)><<<grid_stride_blocks(rows), 128, 0, stream>>>(
           model.template sublayer<L>(), p, in, static_cast<const T*>(layer_outputs<Model, L>(units, stride)),
           stage_saved<Model, L>(units, stride), static_cast<const T*>(delta), din, rows_of_gradients, rows);
       TL_CUDA_CHECK_LAUNCH("sample_backward_kernel (layered stage)");

@@ -17,6 +17,7 @@
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/kernels.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/train.hpp"
 #include "tapeless/lsq/normal_equations.hpp"
 #include "tapeless/lsq/solver.hpp"
@@ -109,7 +110,7 @@ lsq::result<Model::parameter_count> least_squares(const Model& model, parameters
   std::size_t used = x.batch();
   if (!weights.empty()) {
     device_buffer<unsigned long long> nonzero(1);
-    detail::count_nonzero_kernel<<<detail::gpu::elementwise_blocks(weights.size()), threads>>>(
+    detail::count_nonzero_kernel<<<detail::gpu::grid_stride_blocks(weights.size()), threads>>>(
         weights.data(), weights.size(), nonzero.data());
     TL_CUDA_CHECK_LAUNCH("count_nonzero_kernel");
     used = std::size_t(nonzero.get(0));

@@ -21,6 +21,7 @@
 #include "tapeless/cuda/device.hpp"
 #include "tapeless/cuda/device_buffer.hpp"
 #include "tapeless/cuda/graph_cache.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/cuda/step.hpp"
 #include "tapeless/train/progress.hpp"
 #include "tapeless/train/state.hpp"
@@ -146,7 +147,7 @@ template <class T>
 std::size_t least_non_finite(const T* values, std::size_t count) {
   constexpr unsigned long long none = ~0ull;
   device_buffer<unsigned long long> least(1, none);
-  least_non_finite_kernel<<<gpu::elementwise_blocks(count), 256>>>(values, count,
+  least_non_finite_kernel<<<gpu::grid_stride_blocks(count), 256>>>(values, count,
                                                                     least.data());
   TL_CUDA_CHECK_LAUNCH("least_non_finite_kernel");
   const unsigned long long at = least.get(0);  // (waits for the kernel)
@@ -333,8 +334,7 @@ basic_device_matrix<T> apply(const Model& model, const device_buffer<T>& params,
     }
   }
   if constexpr (detail::fused_available<Model, T>) {
-    const int blocks = static_cast<int>(std::min<std::size_t>((x.batch() + 255) / 256, 4096));
-    detail::gpu::apply_kernel<<<blocks, 256>>>(model, params.data(), x.data(), x.batch(),
+    detail::gpu::apply_kernel<<<detail::gpu::grid_stride_blocks(x.batch()), 256>>>(model, params.data(), x.data(), x.batch(),
                                                y.data());
     TL_CUDA_CHECK_LAUNCH("apply_kernel");
   }

@@ -1,0 +1,18 @@
+// How many blocks a grid-stride kernel is launched with: one element a thread up to a
+// cap, past which each thread loops. The cap (8192 blocks) fills an H100 or H200
+// several times over, so a larger grid would only add blocks that wait; every
+// element-wise and per-sample kernel of the library takes its size from here.
+#pragma once
+
+#include <cstddef>
+
+namespace tl::detail::gpu {
+
+inline constexpr std::size_t most_grid_stride_blocks = 8192;
+
+inline unsigned grid_stride_blocks(std::size_t count, std::size_t threads = 256) {
+  const std::size_t blocks = (count + threads - 1) / threads;
+  return unsigned(blocks < most_grid_stride_blocks ? blocks : most_grid_stride_blocks);
+}
+
+}  // namespace tl::detail::gpu
