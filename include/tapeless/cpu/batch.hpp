@@ -40,7 +40,6 @@ inline constexpr double blocked_work_per_thread = double(1 << 18);
 // Reusable buffers, so that a training step allocates nothing after the first.
 template <class T>
 struct cpu_workspace {
-  std::vector<T> lane_gradient;       // per thread: [parameter][lane]
   std::vector<double> wide_gradient;  // per thread: [parameter]
   std::vector<double> loss;           // per thread
   std::vector<double> check;          // per part of the join: 0 unless a sum is not finite
@@ -189,11 +188,11 @@ template <cpu_pass Pass = cpu_pass::automatic, model Model, class Loss, class T>
 loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const T* params, const T* x, const T* y,
                                     std::size_t batch, T* grad, std::size_t threads = 0) {
   constexpr std::size_t P = Model::parameter_count, K = cpu_lanes;
-  // Each thread's sums a cache line (64 bytes) clear of the next thread's: the lane
-  // pass adds into its lane sums every 16 samples, and a line that two cores write
-  // travels between them each time (2-16-1 at 10^5 samples: 2 threads took 0.75 of one
-  // thread's time with the sums packed, docs/performance.md 2026-12-07).
-  constexpr std::size_t lane_stride = P * K + 64 / sizeof(T), wide_stride = P + 64 / sizeof(double);
+  // Each thread's double sums a cache line (64 bytes) clear of the next thread's: a
+  // line that two cores write travels between them each time (the lane sums, packed so,
+  // made 2 threads take 0.75 of one thread's time on 2-16-1 at 10^5 samples,
+  // docs/performance.md 2026-12-07); these are written once a 256-sample chunk.
+  constexpr std::size_t wide_stride = P + 64 / sizeof(double);
   (void)lanes_forced_by_environment();  // a bad TAPELESS_CPU_PASS is reported for every model
   workspace_lease<T> lease;
   cpu_workspace<T>& ws = lease.get();
@@ -217,12 +216,22 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
   }
   if (!blocked) {
     threads = cpu_step_threads(threads, batch, P);
-    ws.lane_gradient.resize(threads * lane_stride);
     ws.wide_gradient.assign(threads * wide_stride, 0.0);
     ws.loss.assign(threads, 0.0);
+    using lane_sums_type = group_array<T, P * K, K, false>;  // (named here: g++ 12 fails on it inside the lambda)
     for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
       const pass_running running;
-      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, ws.lane_gradient.data() + t * lane_stride,
+      // The per-lane sums, P * K values that every group adds into in whole vectors: the
+      // thread's own, from its scratch stack (core/scratch.hpp), cache-line aligned and
+      // pages away from any other thread's. They had been one std::vector for all
+      // threads (16-byte aligned, a line apart): every vector straddled two lines, the
+      // L2's stream prefetcher took the next thread's lines, and how a sum's address fell
+      // against the group arrays' mod 4 KB (a load after a store to the same page offset
+      // waits for it) differed between the calling thread and a pool worker. 2-32-1 tanh
+      // on 2 cores: 1483-1532 -> 1096-1160 us a step at 10^5 samples (docs/performance.md,
+      // 2026-12-07 (night)).
+      lane_sums_type lane_sums;
+      ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, lane_sums.data(),
                                       ws.wide_gradient.data() + t * wide_stride);
     });
   }
