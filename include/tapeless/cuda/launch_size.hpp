@@ -1,7 +1,8 @@
 // How many blocks a grid-stride kernel is launched with: one element a thread up to a
 // cap, past which each thread loops. The cap (8192 blocks) fills an H100 or H200
-// several times over, so a larger grid would only add blocks that wait; every
-// element-wise and per-sample kernel of the library takes its size from here.
+// several times over, so a larger grid would only add blocks that wait. The library's
+// element-wise and per-sample kernels take their size from here; the products', the
+// sums' and the one-block kernels size their grids by their own tiles.
 #pragma once
 
 #include <cstddef>
