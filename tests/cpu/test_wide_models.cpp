@@ -44,6 +44,28 @@ TEST(ScratchStack, HandsOutAlignedMemoryLastInFirstOut) {
   }).join();
 }
 
+// An empty block too small for a request is replaced, not skipped: a small request
+// then a larger one after it was given back (an apply, then a step's lane sums) keep
+// one block, and a request on top of that a second.
+TEST(ScratchStack, ReplacesAnEmptyBlockTooSmallInsteadOfSkippingIt) {
+  std::thread([] {
+    auto& stack = tl::detail::scratch_stack::of_this_thread();
+    tl::detail::scratch_stack::mark a, b, c;
+    stack.take(std::size_t(3) << 19, a);  // 1.5 MB: the first block
+    stack.give_back(a);
+    char* sums = static_cast<char*>(stack.take(std::size_t(2) << 20, b));  // 2 MB
+    EXPECT_EQ(stack.block_count(), 1u);
+    char* inputs = static_cast<char*>(stack.take(std::size_t(3) << 19, c));
+    EXPECT_EQ(stack.block_count(), 2u);
+    EXPECT_TRUE(inputs + (std::size_t(3) << 19) <= sums || sums + (std::size_t(2) << 20) <= inputs);  // disjoint
+    stack.give_back(c);
+    stack.give_back(b);
+    EXPECT_EQ(static_cast<char*>(stack.take(std::size_t(2) << 20, a)), sums);  // kept
+    stack.give_back(a);
+    EXPECT_EQ(stack.block_count(), 2u);
+  }).join();
+}
+
 // yhat = w . x + b on N features: loss and gradient in float64, sample by sample.
 template <std::size_t N>
 void expect_linear_model_matches_float64(std::size_t batch, std::size_t threads) {

@@ -42,10 +42,18 @@ class scratch_stack {
     bytes = (bytes + 63) / 64 * 64;
     if (blocks_.empty()) grow(0, bytes);
     if (blocks_[current_].capacity - blocks_[current_].used < bytes) {
-      // Every block after the current one is empty (last in, first out): take the next,
-      // made large enough.
-      if (current_ + 1 == blocks_.size() || blocks_[current_ + 1].capacity < bytes) grow(current_ + 1, bytes);
-      ++current_;
+      if (blocks_[current_].used == 0) {
+        // An empty block too small: replaced by a larger one in place. (Moving past it
+        // would leave it unused for good, give_back returning to the block before:
+        // after an apply sized the first block for a group's inputs, a step's lane sums
+        // skipped it and a wide model held 1.5x its memory.)
+        grow(current_, bytes);
+      } else {
+        // Every block after the current one is empty (last in, first out): take the
+        // next, made large enough.
+        if (current_ + 1 == blocks_.size() || blocks_[current_ + 1].capacity < bytes) grow(current_ + 1, bytes);
+        ++current_;
+      }
     }
     block& b = blocks_[current_];
     where = {current_, b.used};
@@ -57,6 +65,7 @@ class scratch_stack {
     blocks_[where.block].used = where.used;
     current_ = where.block;
   }
+  std::size_t block_count() const { return blocks_.size(); }  // (tests)
 
  private:
   struct aligned_delete {

@@ -222,13 +222,13 @@ loss_sum<T> fused_loss_and_gradient(const Model& model, const Loss& loss, const 
     for_each_range(batch, threads, [&](std::size_t t, std::size_t first, std::size_t last) {
       const pass_running running;
       // The per-lane sums, P * K values that every group adds into in whole vectors: the
-      // thread's own, from its scratch stack (core/scratch.hpp), cache-line aligned and
-      // pages away from any other thread's. They had been one std::vector for all
-      // threads (16-byte aligned, a line apart): every vector straddled two lines, the
-      // L2's stream prefetcher took the next thread's lines, and how a sum's address fell
+      // thread's own, from its scratch stack (core/scratch.hpp), cache-line aligned, in
+      // blocks of its own. They had been one std::vector for all threads, a line apart:
+      // from its 16-byte aligned base a vector of them could straddle two lines, the L2's
+      // stream prefetcher took the next thread's lines, and how a sum's address fell
       // against the group arrays' mod 4 KB (a load after a store to the same page offset
       // waits for it) differed between the calling thread and a pool worker. 2-32-1 tanh
-      // on 2 cores: 1483-1532 -> 1096-1160 us a step at 10^5 samples (docs/performance.md,
+      // on 2 cores: 1518-1551 -> 1097-1127 us a step at 10^5 samples (docs/performance.md,
       // 2026-12-07 (night)).
       lane_sums_type lane_sums;
       ws.loss[t] = accumulate_samples(model, loss, params, x, y, first, last, lane_sums.data(),
