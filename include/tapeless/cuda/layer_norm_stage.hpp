@@ -22,6 +22,7 @@
 
 #include "tapeless/core/math.hpp"
 #include "tapeless/cuda/errors.hpp"
+#include "tapeless/cuda/launch_size.hpp"
 #include "tapeless/nn/layer_norm.hpp"
 
 namespace tl::detail::gpu {
@@ -141,9 +142,8 @@ inline std::size_t layer_norm_backward_warps(std::size_t rows) {
 template <std::size_t N, class T>
 void layer_norm_forward(const layer_norm_layer<N>& layer, const T* p, const T* in, T* out, T* saved, std::size_t rows,
                         cudaStream_t stream) {
-  const unsigned blocks = unsigned(std::min<std::size_t>((rows + layer_norm_warps - 1) / layer_norm_warps, 8192));
   layer_norm_forward_kernel<N, layer_norm_layer<N>::saved_count>
-      <<<blocks, 32 * layer_norm_warps, 0, stream>>>(T(layer.eps), p, in, out, saved, rows);
+      <<<grid_stride_blocks(rows, layer_norm_warps), 32 * layer_norm_warps, 0, stream>>>(T(layer.eps), p, in, out, saved, rows);
   TL_CUDA_CHECK_LAUNCH("layer_norm_forward_kernel (layered stage)");
 }
 

@@ -121,7 +121,7 @@ void head_loss(const Model& model, const Loss& loss, const T* params, const T* i
   const T* p = params + Model::template parameter_offset<L>;
   const auto activation = model.template sublayer<L>().activation;
   head_loss_kernel<decltype(activation), Loss, layer::inputs, layer::outputs>
-      <<<unsigned(std::min<std::size_t>(ceil_div(rows, groups), 8192)), 256, 0, stream>>>(
+      <<<grid_stride_blocks(rows, groups), 256, 0, stream>>>(
           activation, loss, p + layer::weight_offset, p + layer::bias_offset, in, y, rows, delta, losses,
           loss_and_flag, step_counter, first_chunk);
   TL_CUDA_CHECK_LAUNCH("head_loss_kernel");
