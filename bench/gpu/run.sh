@@ -52,12 +52,17 @@ if [ "$stage" != bench ]; then
   # tapeless's kernels of that test, and excluding those kernels by name made the
   # sanitizer itself fail. The other three tools run it.
   filter_c_race="${filter_c%:Layered.LowPrecisionWithThin*}"
+  # initcheck leaves out DeviceBuffer.NothingLeaks: that test compares the device's free
+  # memory before and after, and initcheck's own tracking of the allocations held ~600 MB
+  # more at the end (H100, CUDA 13.0, 2026-12-07) with 0 errors reported; memcheck runs it.
+  filter_a_init="${filter_a}:DeviceBuffer.NothingLeaks"
   sanitizers=""
   for tool in memcheck racecheck initcheck synccheck; do
     code=0
     filter_layered=$filter_c; [ $tool = racecheck ] && filter_layered=$filter_c_race
+    filter_gpu=$filter_a; [ $tool = initcheck ] && filter_gpu=$filter_a_init
     run_tool() { compute-sanitizer --tool $tool --error-exitcode 9 "$@"; }
-    run_tool build-gpu/tests/test_gpu "$filter_a" >"$logs/$tool.log" 2>&1 || code=$?
+    run_tool build-gpu/tests/test_gpu "$filter_gpu" >"$logs/$tool.log" 2>&1 || code=$?
     run_tool build-gpu/tests/test_gpu_layers "$filter_b" >>"$logs/$tool.log" 2>&1 || code=$?
     run_tool build-gpu/tests/test_gpu_layered "$filter_layered" >>"$logs/$tool.log" 2>&1 || code=$?
     summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazards displayed" "$logs/$tool.log" | tail -3 | tr '\n' ' ')
