@@ -251,16 +251,20 @@ def main(argv):
           f"python3 bench/grid/peers.py {shlex.join(argv)}", flush=True)
     only = cells_in(a.cells_from) if a.cells_from else None
     start = time.perf_counter()
-    for w in a.widths:
-        for d in a.depths:
-            for act in a.acts:
-                peers = {}  # one peer object per model: compiled once, reused across batches
-                for b in a.batches:
-                    if only is not None and (act, w, d, b) not in only: continue
-                    flops = step_flops(w, d, b)
-                    estimate = flops / (a.assume_gflops * 1e9)
-                    memory = 4.0 * b * (w * (d + 2) + 3) / 2**30  # saved activations and temporaries
-                    for peer in a.peers:
+    # Peer by peer, each over every cell, rather than every peer on a cell before the next
+    # cell: when the budget ends, the later peers miss cells, not whole cells every peer
+    # (list first the peer that matters most: run.sh's GPU mode lists jax_fori, JAX's
+    # fastest form there).
+    for peer in a.peers:
+        for w in a.widths:
+            for d in a.depths:
+                for act in a.acts:
+                    model = None  # one peer object per model: compiled once, reused across batches
+                    for b in a.batches:
+                        if only is not None and (act, w, d, b) not in only: continue
+                        flops = step_flops(w, d, b)
+                        estimate = flops / (a.assume_gflops * 1e9)
+                        memory = 4.0 * b * (w * (d + 2) + 3) / 2**30  # saved activations and temporaries
                         if available[peer]:
                             skip(act, w, d, b, peer, available[peer]); continue
                         if estimate > a.max_step_s:
@@ -271,11 +275,11 @@ def main(argv):
                         if time.perf_counter() - start > a.budget:
                             skip(act, w, d, b, peer, f"--budget {a.budget:g} s spent"); continue
                         try:
-                            if peer not in peers:
+                            if model is None:
                                 cls = JaxPeer if peer.startswith("jax") else TorchPeer
-                                peers[peer] = cls(peer, w, d, act, a.device)
+                                model = cls(peer, w, d, act, a.device)
                             x, y = make_data(b)
-                            us, steps, compile_s, loss = peers[peer].measure(x, y, a, only and only[(act, w, d, b)])
+                            us, steps, compile_s, loss = model.measure(x, y, a, only and only[(act, w, d, b)])
                             emit(act, w, d, b, f"{peer}_us={us:.3f} steps={steps} reps={a.reps} "
                                  f"compile_s={compile_s:.2f} gflops={flops / us * 1e-3:.4g} loss={loss:.5g}")
                         except Exception as e:  # noqa: BLE001 - out of memory or a compile failure: say so, go on
