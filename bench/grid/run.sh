@@ -10,7 +10,8 @@
 #   cpu --small   widths 16-256, depths 2-4, batches 1e3-1e5, tanh: a few minutes on 2 cores
 #   gpu           about 6 minutes on an H200 with the builds: tanh, every width the GPU
 #                 driver builds, all batches, peers jax_fori and jax_fori_highest within a
-#                 150 s budget (the whole loop: JAX's fastest form on the GPU so far)
+#                 150 s budget (the whole loop: JAX's fastest form on the GPU so far),
+#                 shared out over the widths and spent on jax_fori first
 #   gpu --full    tanh and gelu, also jax_jit, jax_jit_highest and torch_compile, no budget
 #   gpu --small   a smoke test: widths 16, 64, 256, depths 2-4, batches 1e4 and 1e6
 #   gpu --tf32    also times tapeless with TF32 products (GRID_PRECISION=tf32) on every
