@@ -22,4 +22,11 @@ int main(int argc, char** argv) {
   time_model(o, "3-64-1 tanh (256)", tl::chain(tl::dense<3, 64>(tl::tanh), tl::dense<64, 1>()));
   time_model(o, "4-64-3 tanh (448)", tl::chain(tl::dense<4, 64>(tl::tanh), tl::dense<64, 3>()));
   time_model(o, "16-64-1 tanh (1088)", tl::chain(tl::dense<16, 64>(tl::tanh), tl::dense<64, 1>()));
+  // Thin ends, wider: faster on lanes on the AMD Zen 5 machine up to 2-256-1 (0.61-0.87x),
+  // 3x slower at 2-512-1, whose lane sums (P x 16 floats) outgrow the L1; not measured on
+  // Intel yet (docs/performance.md, 2026-12-07/08 night), so the rule stays at 192.
+  time_model(o, "2-128-1 tanh (384)", tl::chain(tl::dense<2, 128>(tl::tanh), tl::dense<128, 1>()));
+  time_model(o, "3-128-1 tanh (512)", tl::chain(tl::dense<3, 128>(tl::tanh), tl::dense<128, 1>()));
+  time_model(o, "2-256-1 tanh (768)", tl::chain(tl::dense<2, 256>(tl::tanh), tl::dense<256, 1>()));
+  time_model(o, "2-512-1 tanh (1536)", tl::chain(tl::dense<2, 512>(tl::tanh), tl::dense<512, 1>()));
 }
