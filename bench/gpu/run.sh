@@ -55,6 +55,7 @@ if [ "$stage" != bench ]; then
   # initcheck leaves out DeviceBuffer.NothingLeaks: that test compares the device's free
   # memory before and after, and initcheck's own tracking of the allocations held ~600 MB
   # more at the end (H100, CUDA 13.0, 2026-12-07) with 0 errors reported; memcheck runs it.
+  # (filter_a has a negative part, after its "-", which this pattern joins.)
   filter_a_init="${filter_a}:DeviceBuffer.NothingLeaks"
   sanitizers=""
   for tool in memcheck racecheck initcheck synccheck; do
