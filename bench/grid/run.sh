@@ -107,12 +107,12 @@ peers_spent=0
 # The peers' budget is shared out width by width (what is left over the widths still to
 # come, so a width that needs less leaves more to the next): a budget that ran out
 # inside the narrow widths left every wide cell without a peer (2026-12-07 night).
-widths_to_come=$(tr ',' '\n' <<<"$widths" | grep -c .)
+width_list=(${widths//,/ })
 # The cells and their timing, the same for the drivers and the peers.
 cells=(--depths "$depths" --batches "$batches" --acts "$acts" --reps "$reps" --target-ms "$target_ms"
        --max-step-s "$max_step_s")
-for w in ${widths//,/ }; do
-  widths_to_come=$((widths_to_come - 1))  # after this one
+for i in "${!width_list[@]}"; do
+  w=${width_list[$i]} widths_left=$((${#width_list[@]} - i))  # this one and those after it
   "$builddir/bench/grid_${device}_w$w" "${cells[@]}" >"$out/width.txt"
   rc=$?
   [ $rc = 2 ] && exit 2  # a usage error, which the driver named
@@ -124,7 +124,7 @@ for w in ${widths//,/ }; do
       grep -v "_skip="
   fi
   { [ "$run_peers" = 1 ] && grep -q tapeless_us= "$out/width.txt"; } || continue
-  left=$(awk -v a="$budget" -v b="$peers_spent" -v n="$widths_to_come" 'BEGIN { l = (a - b) / (n + 1); printf "%.3f", l < 0 ? 0 : l }'); start=$(date +%s.%N)
+  left=$(awk -v a="$budget" -v b="$peers_spent" -v n="$widths_left" 'BEGIN { l = (a - b) / n; printf "%.3f", l < 0 ? 0 : l }'); start=$(date +%s.%N)
   PYTHONUNBUFFERED=1 "$python" bench/grid/peers.py --device "$device" --widths "$w" "${cells[@]}" --peers "$peers" \
     --budget "$left" --cells-from "$out/width.txt" 2>>"$out/peers.err" |
     tee -a "$out/peers.txt" | grep -v "_skip=" || true
