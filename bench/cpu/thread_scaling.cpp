@@ -7,7 +7,7 @@
 // maximum); thread 0's range run alone on one thread, every other thread idle,
 // for the same work; the rest of the step (packing, the join of the threads' sums,
 // the optimizer) as step - pass. So:
-//   imbalance  = max thread / mean thread    (whole chunks per thread from threads x 256 samples)
+//   imbalance  = max thread / mean thread    (threads' shares differ by up to 64 samples)
 //   contention = mean thread / alone         (what the threads cost each other:
 //                                             memory, shared caches, clocks)
 //   rest       = (step - pass) / step

@@ -132,8 +132,8 @@ TEST(BlockedPass, FiftyStepFitFollowsLanePass) {
 }
 
 // The same thread count gives the same bits every time; any count agrees with one
-// thread to float rounding: ranges of whole chunks (20001 samples) and of 64-sample
-// units (300 samples: fewer chunks than threads, each thread a short chunk).
+// thread to float rounding: ranges of several chunks, the last one short (20001
+// samples), and of one short chunk a thread (300 samples).
 TEST(BlockedPass, ThreadsDeterministicAndCloseToOneThread) {
   const auto model = width_33();
   for (std::size_t batch : {20001u, 300u}) {

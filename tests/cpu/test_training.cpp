@@ -289,25 +289,28 @@ TEST(Threads, SeedSizedStepsStayOnOneThreadAndAThousandSamplesTakeTwo) {
   }
 }
 
-// The split (cpu/parallel.hpp): ranges that tile [0, batch) in order, of whole chunks
-// while there is one a thread, else of 64-sample units, so that a small batch still
-// reaches every thread (up to one a unit).
-TEST(Threads, RangesTileTheBatchAndReachEveryThread) {
-  using tl::detail::cpu_chunk, tl::detail::cpu_split_unit;
-  for (std::size_t batch : {1u, 15u, 16u, 300u, 1000u, 4095u, 4096u, 20001u}) {
+// The split (cpu/parallel.hpp): ranges that tile [0, batch) in order, of whole 64-sample
+// units, so that a small batch still reaches every thread (up to one a unit) and no
+// thread's share of a large one exceeds another's by more than a unit (10^4 samples in
+// whole 256-sample chunks over 16 threads gave 768 samples to some and 512 to others).
+TEST(Threads, RangesTileTheBatchEvenlyAndReachEveryThread) {
+  using tl::detail::cpu_split_unit;
+  for (std::size_t batch : {1u, 15u, 16u, 300u, 1000u, 4095u, 4096u, 10000u, 20001u}) {
     for (std::size_t threads : {1u, 2u, 3u, 7u, 16u}) {
-      const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : cpu_split_unit;
-      std::size_t next = 0, with_samples = 0;
+      std::size_t next = 0, with_samples = 0, most = 0, least = batch;
       for (std::size_t t = 0; t < threads; ++t) {
         const auto r = tl::detail::split_range(batch, threads, t);
         EXPECT_EQ(r.first, next) << batch << " samples, " << threads << " threads, range " << t;
         EXPECT_LE(r.first, r.last);
         if (r.last != batch) {
-          EXPECT_EQ(r.last % unit, 0u) << batch << " samples, " << threads << " threads";
+          EXPECT_EQ(r.last % cpu_split_unit, 0u) << batch << " samples, " << threads << " threads";
         }
         with_samples += r.last > r.first;
+        most = std::max(most, r.last - r.first);
+        least = std::min(least, r.last - r.first);
         next = r.last;
       }
+      EXPECT_LE(most - least, cpu_split_unit) << batch << " samples, " << threads << " threads";
       EXPECT_EQ(next, batch);
       EXPECT_EQ(with_samples, std::min(threads, (batch + cpu_split_unit - 1) / cpu_split_unit))
           << batch << " samples, " << threads << " threads";

@@ -6,8 +6,8 @@
 // 256 samples and the chunks in double, so large batches stay accurate. Chains of
 // wide dense layers take the blocked pass instead (cpu/blocked_chain.hpp; the choice:
 // cpu/pass_choice.hpp). When a step holds enough work, the batch is split into
-// contiguous ranges (whole chunks, or 64-sample units for a batch of fewer chunks than
-// threads: cpu/parallel.hpp) over a persistent thread pool and the ranges are joined
+// contiguous ranges (of whole 64-sample units: cpu/parallel.hpp) over a persistent
+// thread pool and the ranges are joined
 // in a fixed order: the result depends on the thread count, never on timing.
 #pragma once
 

@@ -16,14 +16,17 @@
 
 namespace tl::detail {
 
-inline constexpr std::size_t cpu_chunk = 256;  // samples: the unit of the split over threads
-// samples: the unit of the split when the batch has fewer chunks than threads, so that
-// every thread the work pays for gets samples. (With whole chunks only, 1000 samples
-// kept 12 of a 16-core host's threads idle: a 2-256x3-1 step took 0.57x JAX's speed
-// there, docs/performance.md 2026-12-06.) Whole lane groups of 16, and 64 so that a
-// thread's samples outweigh what it costs whatever their number: clearing and joining
-// its own gradient sums, P doubles, about as much as 16 samples' products. (Least
-// squares, whose per-thread sums are P^2 / 2 x 16 lanes, keeps whole chunks.)
+// samples a pass sums per lane (or per blocked chunk) in the working precision before
+// adding them to its double sums: within a thread's range, from the range's start
+inline constexpr std::size_t cpu_chunk = 256;
+// samples: the unit of the split over threads. Small, so that the threads' shares differ
+// by at most 64 samples: in whole chunks, 10^4 samples over 16 threads gave some
+// threads 3 chunks and others 2 (the step waits for the 3: 81 % of the cores busy), and
+// 1000 samples kept 12 of 16 threads idle (a 2-256x3-1 step at 0.57x JAX's speed there,
+// docs/performance.md 2026-12-06). Whole lane groups of 16, and 64 so that a thread's
+// samples outweigh what it costs whatever their number: clearing and joining its own
+// gradient sums, P doubles, about as much as 16 samples' products. (Least squares,
+// whose per-thread sums are P^2 / 2 x 16 lanes, splits in whole chunks.)
 inline constexpr std::size_t cpu_split_unit = 64;
 
 // Work below which one more thread costs more than it saves, in parameter-samples
@@ -61,27 +64,25 @@ inline std::size_t cpu_thread_cap() {
   return cap;
 }
 
-// Threads for a step: one per work_per_thread of work, a `small_unit` of samples at
+// Threads for a step: one per work_per_thread of work, a `unit` of samples at
 // least each (the unit split_range cuts a small batch into).
 inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
                                    double work_per_thread = cpu_work_per_thread,
-                                   std::size_t small_unit = cpu_split_unit) {
+                                   std::size_t unit = cpu_split_unit) {
   const double work = double(batch) * double(parameter_count);
   const std::size_t by_work = static_cast<std::size_t>(work / work_per_thread);
-  const std::size_t units = (batch + small_unit - 1) / small_unit;
+  const std::size_t units = (batch + unit - 1) / unit;
   return std::max<std::size_t>(1, std::min({cpu_thread_cap(), by_work, units}));
 }
 
-// Thread t's samples [first, last) of `threads`: contiguous ranges of whole chunks
-// (so each thread's chunks are the batch's chunks) while there are at least as many
-// chunks as threads, else of whole `small_unit`s (cpu_split_unit; cpu_chunk: whole
-// chunks always); the last range ends at the batch's end.
+// Thread t's samples [first, last) of `threads`: contiguous ranges of whole `unit`s
+// (cpu_split_unit, or cpu_chunk for least squares), as even as whole units allow; the
+// last range ends at the batch's end.
 struct sample_range {
   std::size_t first, last;
 };
 inline sample_range split_range(std::size_t batch, std::size_t threads, std::size_t t,
-                                std::size_t small_unit = cpu_split_unit) {
-  const std::size_t unit = batch >= threads * cpu_chunk ? cpu_chunk : small_unit;
+                                std::size_t unit = cpu_split_unit) {
   const std::size_t units = (batch + unit - 1) / unit;
   return {std::min(batch, units * t / threads * unit), std::min(batch, units * (t + 1) / threads * unit)};
 }
@@ -95,9 +96,9 @@ inline thread_pool& cpu_pool() {
 // on the pool when threads > 1. The ranges depend on the batch and the thread count
 // only, and callers join per-thread results in index order: deterministic.
 template <class Pass>
-void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass, std::size_t small_unit = cpu_split_unit) {
+void for_each_range(std::size_t batch, std::size_t threads, const Pass& pass, std::size_t unit = cpu_split_unit) {
   const auto run = [&](std::size_t t) {
-    const sample_range r = split_range(batch, threads, t, small_unit);
+    const sample_range r = split_range(batch, threads, t, unit);
     pass(t, r.first, r.last);
   };
   if (threads == 1) run(0);  // small steps: no pool, no indirect call
@@ -131,8 +132,8 @@ inline std::size_t cpu_threads_for_values(std::size_t n) {
 // The threads a step takes: `threads` when given, else by work; never more than the pool.
 inline std::size_t cpu_step_threads(std::size_t threads, std::size_t batch, std::size_t work_per_sample,
                                     double work_per_thread = cpu_work_per_thread,
-                                    std::size_t small_unit = cpu_split_unit) {
-  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample, work_per_thread, small_unit);
+                                    std::size_t unit = cpu_split_unit) {
+  if (threads == 0) threads = cpu_threads_for(batch, work_per_sample, work_per_thread, unit);
   return threads > 1 ? std::min(threads, cpu_pool().size()) : threads;
 }
 
