@@ -32,6 +32,20 @@ inline bool wanted(const std::vector<std::size_t>& list, std::size_t v) {
   return std::find(list.begin(), list.end(), v) != list.end();
 }
 
+// Every value of `list` (the option `name`) is one the program was built for, else the
+// program ends naming them: a width or depth that is not built would otherwise time
+// nothing and print only the header.
+inline void require_built(const char* name, const std::vector<std::size_t>& list,
+                          const std::vector<std::size_t>& built) {
+  for (const std::size_t v : list)
+    if (!wanted(built, v)) {
+      std::string have;
+      for (const std::size_t b : built) have += (have.empty() ? "" : ",") + std::to_string(b);
+      std::fprintf(stderr, "%s %zu is not built; this program has %s\n", name, v, have.c_str());
+      std::exit(2);
+    }
+}
+
 // "--name value" pairs: take(name, value) returns false for a name it does not know,
 // which ends the program with a pointer to the `source` file's header comment.
 template <class Take>

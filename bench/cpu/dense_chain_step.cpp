@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   });
+  bench::require_built("--widths", o.widths, {32, 64, 128, 256, 512, 1024});
+  bench::require_built("--depths", o.depths, {2, 4, 8});
   std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
   run_width<32>(o);
   run_width<64>(o);

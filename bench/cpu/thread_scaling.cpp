@@ -1,6 +1,6 @@
 // Where the blocked CPU pass's threads lose their time on a wide dense chain: one
 // step split into its phases, at each thread count.
-//   build/bench/thread_scaling [--widths 256,512] [--depths 4] [--batches 1e4,1e5]
+//   build/bench/thread_scaling [--widths 256,512 (of 128-1024)] [--depths 4 (4 or 8)] [--batches 1e4,1e5]
 //                              [--threads 1,8,16] [--reps 5] [--pin 1]
 // Per cell: the whole train_step; the pass over the samples (for_each_range around
 // blocked_chain::accumulate: its wall time, each thread's own time, their mean and
@@ -164,9 +164,12 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   });
+  bench::require_built("--widths", o.widths, {128, 256, 512, 1024});
+  bench::require_built("--depths", o.depths, {4, 8});
   if (o.pin) pin_pool_threads();
   std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
               "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
+  run_width<128>(o);
   run_width<256>(o);
   run_width<512>(o);
   run_width<1024>(o);
