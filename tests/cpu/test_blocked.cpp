@@ -133,10 +133,11 @@ TEST(BlockedPass, FiftyStepFitFollowsLanePass) {
 
 // The same thread count gives the same bits every time; any count agrees with one
 // thread to float rounding: ranges of several chunks, the last one short (20001
-// samples), and of one short chunk a thread (300 samples).
+// samples), ranges that start inside a 256-sample chunk (10000: 4992 on 2 threads),
+// and one short chunk a thread (300 samples).
 TEST(BlockedPass, ThreadsDeterministicAndCloseToOneThread) {
   const auto model = width_33();
-  for (std::size_t batch : {20001u, 300u}) {
+  for (std::size_t batch : {20001u, 10000u, 300u}) {
     tl::rng gen(8);
     const auto p = tl::init(model, gen);
     const auto x = random_matrix<float>(gen, 2, batch);

@@ -38,8 +38,9 @@ struct blocked_chain {
 
   // Samples per chunk: 256, as many as the lane pass sums per chunk, counted from the
   // start of the thread's range (whole 64-sample units: its last chunk may be short,
-  // as is a small batch's one chunk a thread). The weight gradient's sums are read and written once per chunk, so fewer samples would
-  // cost memory traffic on wide layers (a 1024 x 1024 layer's 8 MB of double sums).
+  // as is a small batch's one chunk a thread). The weight gradient's sums are read and
+  // written once per chunk, so fewer samples would cost memory traffic on wide layers
+  // (a 1024 x 1024 layer's 8 MB of double sums).
   static constexpr std::size_t chunk = 256;
   static constexpr std::size_t rows = simd::round_up(chunk, simd::tile_rows);
 

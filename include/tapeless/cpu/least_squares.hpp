@@ -112,7 +112,7 @@ lsq::normal_equations<Model::parameter_count> normal_equations_at(const Model& m
   std::array<T, P> p;
   for (std::size_t j = 0; j < P; ++j) p[j] = static_cast<T>(at[j]);
   const std::size_t batch = x.batch();
-  // Whole chunks a thread (cpu/parallel.hpp's small_unit): each thread's lanes hold
+  // Whole chunks a thread (split_range's unit, cpu/parallel.hpp): each thread's lanes hold
   // P(P+1)/2 x 16 sums, cleared and merged a chunk at a time, far more than a few
   // samples' work.
   const std::size_t threads = cpu_step_threads(0, batch, P * (P + 3) / 2, lsq_work_per_thread, cpu_chunk);

@@ -65,7 +65,7 @@ inline std::size_t cpu_thread_cap() {
 }
 
 // Threads for a step: one per work_per_thread of work, a `unit` of samples at
-// least each (the unit split_range cuts a small batch into).
+// least each (the unit split_range cuts the batch into).
 inline std::size_t cpu_threads_for(std::size_t batch, std::size_t parameter_count,
                                    double work_per_thread = cpu_work_per_thread,
                                    std::size_t unit = cpu_split_unit) {
