@@ -86,6 +86,16 @@ void run_width(const options& o) {
   run_cells<Width, 8>(o);
 }
 
+// The widths and depths this program is built for: one list each, which the options
+// are checked against (before the table's header) and the cells are instantiated from.
+template <std::size_t... Widths, class Header>
+void run_widths(const options& o, const Header& header) {
+  bench::require_built("--widths", o.widths, {Widths...});
+  bench::require_built("--depths", o.depths, {2, 4, 8});
+  header();
+  (run_width<Widths>(o), ...);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,13 +110,7 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   });
-  bench::require_built("--widths", o.widths, {32, 64, 128, 256, 512, 1024});
-  bench::require_built("--depths", o.depths, {2, 4, 8});
-  std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
-  run_width<32>(o);
-  run_width<64>(o);
-  run_width<128>(o);
-  run_width<256>(o);
-  run_width<512>(o);
-  run_width<1024>(o);
+  run_widths<32, 64, 128, 256, 512, 1024>(o, [&] {
+    std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
+  });
 }

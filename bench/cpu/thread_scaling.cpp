@@ -75,7 +75,11 @@ void run_cells(const options& o) {
     const double flops = bench::chain_flops(Width, Depth, batch);
     for (const std::size_t wanted : o.threads) {
       const std::size_t threads = std::min(wanted, tl::detail::cpu_pool().size());
-      if (threads != wanted) continue;
+      if (threads != wanted) {  // said, not skipped silently
+        std::printf("%5zu %5zu %8zu %7zu  skipped: the pool has %zu threads (TAPELESS_CPU_THREADS or the CPUs)\n",
+                    Width, Depth, batch, wanted, threads);
+        continue;
+      }
       // The whole step: train_step at this thread count (the cap is read once, so the
       // pass's threads are given here through the same function train_step calls).
       tl::train_state state(model, tl::init(model, gen), tl::adam{1e-3f});
@@ -150,6 +154,16 @@ void run_width(const options& o) {
   run_cells<Width, 8>(o);
 }
 
+// The widths and depths this program is built for: one list each, which the options
+// are checked against (before the table's header) and the cells are instantiated from.
+template <std::size_t... Widths, class Header>
+void run_widths(const options& o, const Header& header) {
+  bench::require_built("--widths", o.widths, {Widths...});
+  bench::require_built("--depths", o.depths, {4, 8});
+  header();
+  (run_width<Widths>(o), ...);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,13 +178,9 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   });
-  bench::require_built("--widths", o.widths, {128, 256, 512, 1024});
-  bench::require_built("--depths", o.depths, {4, 8});
   if (o.pin) pin_pool_threads();
-  std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
-              "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
-  run_width<128>(o);
-  run_width<256>(o);
-  run_width<512>(o);
-  run_width<1024>(o);
+  run_widths<128, 256, 512, 1024>(o, [] {
+    std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
+                "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
+  });
 }
