@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,25 @@ inline void require_built(const char* name, const std::vector<std::size_t>& list
       std::fprintf(stderr, "%s %zu is not built; this program has %s\n", name, v, have.c_str());
       std::exit(2);
     }
+}
+
+// The widths and depths a program is built for, as types: the one list each that the
+// options are checked against (before the table's header, `header`) and the cells are
+// instantiated from. cells(width, depth) runs one wanted pair, both as
+// std::integral_constant, width by width and depth by depth in the lists' order.
+template <std::size_t... Values>
+struct built {};
+template <std::size_t... Widths, std::size_t... Depths, class Header, class Cells>
+void run_built(built<Widths...>, built<Depths...>, const std::vector<std::size_t>& widths,
+               const std::vector<std::size_t>& depths, const Header& header, const Cells& cells) {
+  require_built("--widths", widths, {Widths...});
+  require_built("--depths", depths, {Depths...});
+  header();
+  const auto width_cells = [&](auto width) {
+    if (wanted(widths, width))
+      ((wanted(depths, Depths) ? cells(width, std::integral_constant<std::size_t, Depths>{}) : void()), ...);
+  };
+  (width_cells(std::integral_constant<std::size_t, Widths>{}), ...);
 }
 
 // "--name value" pairs: take(name, value) returns false for a name it does not know,

@@ -35,7 +35,6 @@ struct options {
 
 template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
-  if (!bench::wanted(o.depths, Depth)) return;
   const auto model = bench::make_mlp<Width, Depth>();
   double seconds_per_flop = 0;  // of the last measured cell: estimates the next
   for (const std::size_t batch : o.batches) {
@@ -78,24 +77,6 @@ void run_cells(const options& o) {
   }
 }
 
-template <std::size_t Width>
-void run_width(const options& o) {
-  if (!bench::wanted(o.widths, Width)) return;
-  run_cells<Width, 2>(o);
-  run_cells<Width, 4>(o);
-  run_cells<Width, 8>(o);
-}
-
-// The widths and depths this program is built for: one list each, which the options
-// are checked against (before the table's header) and the cells are instantiated from.
-template <std::size_t... Widths, class Header>
-void run_widths(const options& o, const Header& header) {
-  bench::require_built("--widths", o.widths, {Widths...});
-  bench::require_built("--depths", o.depths, {2, 4, 8});
-  header();
-  (run_width<Widths>(o), ...);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,7 +91,8 @@ int main(int argc, char** argv) {
     else return false;
     return true;
   });
-  run_widths<32, 64, 128, 256, 512, 1024>(o, [&] {
-    std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak);
-  });
+  bench::run_built(
+      bench::built<32, 64, 128, 256, 512, 1024>{}, bench::built<2, 4, 8>{}, o.widths, o.depths,
+      [&] { std::printf("width depth    batch   us/step   GFLOP/s  of peak (%.0f GFLOP/s fp32 FMA)   apply us\n", o.peak); },
+      [&](auto width, auto depth) { run_cells<width, depth>(o); });
 }

@@ -63,7 +63,6 @@ double seconds_since(clock_type::time_point start) {
 
 template <std::size_t Width, std::size_t Depth>
 void run_cells(const options& o) {
-  if (!bench::wanted(o.depths, Depth)) return;
   const auto model = bench::make_mlp<Width, Depth>();
   using Model = std::remove_const_t<decltype(model)>;
   using pass_type = tl::detail::blocked_chain<Model, float>;
@@ -147,23 +146,6 @@ void run_cells(const options& o) {
   }
 }
 
-template <std::size_t Width>
-void run_width(const options& o) {
-  if (!bench::wanted(o.widths, Width)) return;
-  run_cells<Width, 4>(o);
-  run_cells<Width, 8>(o);
-}
-
-// The widths and depths this program is built for: one list each, which the options
-// are checked against (before the table's header) and the cells are instantiated from.
-template <std::size_t... Widths, class Header>
-void run_widths(const options& o, const Header& header) {
-  bench::require_built("--widths", o.widths, {Widths...});
-  bench::require_built("--depths", o.depths, {4, 8});
-  header();
-  (run_width<Widths>(o), ...);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,8 +161,11 @@ int main(int argc, char** argv) {
     return true;
   });
   if (o.pin) pin_pool_threads();
-  run_widths<128, 256, 512, 1024>(o, [] {
-    std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
-                "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
-  });
+  bench::run_built(
+      bench::built<128, 256, 512, 1024>{}, bench::built<4, 8>{}, o.widths, o.depths,
+      [] {
+        std::printf("width depth    batch threads     step us   GFLOP/s     pass us  mean thread   max thread"
+                    "    alone us  imbalance contention    rest  slowest thread (max / min) each repetition\n");
+      },
+      [&](auto width, auto depth) { run_cells<width, depth>(o); });
 }

@@ -7,8 +7,8 @@
 // wide dense layers take the blocked pass instead (cpu/blocked_chain.hpp; the choice:
 // cpu/pass_choice.hpp). When a step holds enough work, the batch is split into
 // contiguous ranges (of whole 64-sample units: cpu/parallel.hpp) over a persistent
-// thread pool and the ranges are joined
-// in a fixed order: the result depends on the thread count, never on timing.
+// thread pool and the ranges are joined in a fixed order: the result depends on the
+// thread count, never on timing.
 #pragma once
 
 #include <algorithm>

@@ -17,7 +17,7 @@
 namespace tl::detail {
 
 // samples a pass sums per lane (or per blocked chunk) in the working precision before
-// adding them to its double sums: within a thread's range, from the range's start
+// adding them to its double sums, counted within a thread's range from its start.
 inline constexpr std::size_t cpu_chunk = 256;
 // samples: the unit of the split over threads. Small, so that the threads' shares differ
 // by at most 64 samples: in whole chunks, 10^4 samples over 16 threads gave some
